@@ -1,0 +1,42 @@
+"""jupyter_superfluid: a local language-model service inside Jupyter.
+
+Entry points only; everything heavy is imported lazily so that importing the
+package (e.g. in a kernel for ``%load_ext``) stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+
+def _jupyter_server_extension_points() -> list[dict[str, Any]]:
+    from .app import SuperfluidApp
+
+    return [{"module": "jupyter_superfluid.app", "app": SuperfluidApp}]
+
+
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    return [{"src": "labextension", "dest": "jupyter-superfluid"}]
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext jupyter_superfluid``: register the ``%%respond`` magic."""
+    from .notebook.magics import register
+
+    register(ipython)
+
+
+def client(**kwargs: Any) -> Any:
+    """An ``openai.OpenAI`` client configured for this Jupyter server (zero-config)."""
+    from .notebook.client import client as _client
+
+    return _client(**kwargs)
+
+
+def async_client(**kwargs: Any) -> Any:
+    """An ``openai.AsyncOpenAI`` client configured for this Jupyter server."""
+    from .notebook.client import async_client as _async_client
+
+    return _async_client(**kwargs)

@@ -1,0 +1,46 @@
+"""The Jupyter server extension: the same services and routes inside Jupyter's Tornado app."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from jupyter_server.extension.application import ExtensionApp
+from traitlets import Instance
+
+from .config import Superfluid
+from .services import Services, all_routes
+from .web import concrete_handlers
+
+
+class SuperfluidApp(ExtensionApp):
+    """Serves OpenAI-compatible and LMSP endpoints under the Jupyter server's base URL."""
+
+    name = "jupyter_superfluid"
+    description = __doc__
+    load_other_extensions = True
+    classes = [Superfluid]
+
+    settings = Instance(Superfluid, allow_none=True)
+    services: Services | None = None
+
+    def initialize_settings(self) -> None:
+        """Build the services from the server's config (``c.Superfluid.*``)."""
+        self.settings = Superfluid(parent=self.serverapp, log=self.log)
+        self.services = Services.create(self.settings)
+        self.log.info("superfluid: serving %s", self.services.describe())
+
+    def initialize_handlers(self) -> None:
+        """Register every route; ExtensionApp prefixes them with the base URL."""
+        assert self.services is not None
+        self.handlers.extend(concrete_handlers(all_routes(), self.services, jupyter=True))
+
+    async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
+        """Begin loading the first model once the server runs, if asked to."""
+        if self.services is not None and self.settings is not None and self.settings.preload:
+            self._preload = asyncio.ensure_future(self.services.preload())
+
+    async def stop_extension(self) -> None:
+        """Stop the engines and close the store with the server."""
+        if self.services is not None:
+            await self.services.close()

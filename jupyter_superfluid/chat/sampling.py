@@ -1,0 +1,40 @@
+"""From a neutral request to the engine's sampling: defaults, token budget, grammar."""
+
+from __future__ import annotations
+
+from ..engine.base import SamplingParams
+from . import grammars
+from .types import ChatRequest, ChatSampling, ToolSpec
+
+DEFAULT_TEMPERATURE = 0.8
+DEFAULT_TOP_P = 0.95
+
+
+def grammar_for(
+    request: ChatRequest, tools: tuple[ToolSpec, ...], *, opens_reasoning: bool
+) -> str | None:
+    """The GBNF that forces a tool call or a JSON format, or None for free text."""
+    choice = request.tool_choice
+    if tools and choice.mode in ("required", "function"):
+        only = choice.name if choice.mode == "function" else None
+        return grammars.tool_call_grammar(tools, only=only, reasoning=opens_reasoning)
+    fmt = request.output_format
+    if fmt.type == "json_schema" and fmt.schema is not None:
+        return grammars.json_schema_grammar(fmt.schema, reasoning=opens_reasoning)
+    if fmt.type == "json_object":
+        return grammars.json_object_grammar(reasoning=opens_reasoning)
+    return None
+
+
+def sampling_for(
+    sampling: ChatSampling, grammar: str | None, default_max_tokens: int, *, room: int
+) -> SamplingParams:
+    """Engine sampling for a request: its values, else the model's defaults."""
+    max_tokens = sampling.max_tokens or default_max_tokens or room
+    return SamplingParams(
+        temperature=DEFAULT_TEMPERATURE if sampling.temperature is None else sampling.temperature,
+        top_p=DEFAULT_TOP_P if sampling.top_p is None else sampling.top_p,
+        seed=sampling.seed,
+        max_tokens=min(max_tokens, room),
+        grammar=grammar,
+    )

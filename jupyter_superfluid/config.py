@@ -1,0 +1,123 @@
+"""Every setting of jupyter_superfluid, as traitlets on one ``Superfluid`` configurable.
+
+The server extension and the standalone server read the same section:
+``c.Superfluid.models = [...]`` in ``jupyter_server_config.py`` (or
+``jupyter_superfluid_config.py`` for the standalone server), and the
+standalone server's CLI flags are aliases of these traits (``CLI_ALIASES``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from jupyter_core.paths import jupyter_data_dir
+from traitlets import Bool, Float, Int, List, Unicode, default
+from traitlets.config import LoggingConfigurable
+
+
+def _data_dir(*parts: str) -> str:
+    return str(Path(jupyter_data_dir(), "superfluid", *parts))
+
+
+class Superfluid(LoggingConfigurable):
+    """Settings shared by the Jupyter server extension and the standalone server."""
+
+    models = List(
+        Unicode(),
+        help=(
+            "Models to serve: a .gguf path (optionally ID=PATH), hf:REPO/FILE.gguf "
+            "(downloaded into the Hugging Face cache), or a built-in test model "
+            "(superfluid/tiny-chatml, superfluid/tiny-qwen3). Empty: the default "
+            "small Qwen3 model from the hub plus the built-in test models."
+        ),
+    ).tag(config=True)
+
+    sessions_dir = Unicode(
+        help="Directory of the durable store (stored responses, sessions, tasks)."
+    ).tag(config=True)
+
+    @default("sessions_dir")
+    def _default_sessions_dir(self) -> str:
+        return os.environ.get("SUPERFLUID_SESSIONS_DIR") or _data_dir("sessions")
+
+    model_cache_dir = Unicode(
+        help="Directory where the built-in test models are generated on first use."
+    ).tag(config=True)
+
+    @default("model_cache_dir")
+    def _default_model_cache_dir(self) -> str:
+        return os.environ.get("SUPERFLUID_MODEL_CACHE") or _data_dir("models")
+
+    context_size = Int(
+        4096, help="Context window of one conversation, in tokens (llama.cpp n_ctx per sequence)."
+    ).tag(config=True)
+
+    threads = Int(0, help="CPU threads for generation; 0 lets llama.cpp choose.").tag(config=True)
+
+    gpu_layers = Int(
+        0, help="Layers to offload to the GPU (llama.cpp n_gpu_layers; -1 for all)."
+    ).tag(config=True)
+
+    max_tokens = Int(
+        0,
+        help="Default cap on output tokens when a request sets none; 0 fills the context.",
+    ).tag(config=True)
+
+    cache_slots = Int(
+        8,
+        help="Conversations whose KV state is kept warm at once (llama.cpp sequences).",
+    ).tag(config=True)
+
+    kv_tokens = Int(
+        0,
+        help="KV cache budget in tokens, shared by all warm conversations; "
+        "0 means 4 x context_size.",
+    ).tag(config=True)
+
+    preload = Bool(
+        True, help="Start loading the first model when the server starts, not on first use."
+    ).tag(config=True)
+
+    api_keys = List(
+        Unicode(),
+        help="API keys accepted as 'Authorization: Bearer KEY' (all share one principal).",
+    ).tag(config=True)
+
+    key_policy = Unicode(
+        "",
+        help="A JSON key-policy file: several keys, each its own principal with scopes.",
+    ).tag(config=True)
+
+    host = Unicode("127.0.0.1", help="Standalone server: address to listen on.").tag(config=True)
+
+    port = Int(8453, help="Standalone server: port to listen on.").tag(config=True)
+
+    max_request_bytes = Int(16 * 1024 * 1024, help="Largest accepted request body, in bytes.").tag(
+        config=True
+    )
+
+    task_event_retention = Float(3600.0, help="LMSP: seconds a task's events stay replayable.").tag(
+        config=True
+    )
+
+    idempotency_ttl = Float(
+        24 * 3600.0, help="LMSP: seconds an Idempotency-Key is remembered."
+    ).tag(config=True)
+
+
+CLI_ALIASES: dict[str, str] = {
+    "model": "Superfluid.models",
+    "sessions-dir": "Superfluid.sessions_dir",
+    "model-cache-dir": "Superfluid.model_cache_dir",
+    "ctx-size": "Superfluid.context_size",
+    "threads": "Superfluid.threads",
+    "gpu-layers": "Superfluid.gpu_layers",
+    "max-tokens": "Superfluid.max_tokens",
+    "cache-slots": "Superfluid.cache_slots",
+    "kv-tokens": "Superfluid.kv_tokens",
+    "api-key": "Superfluid.api_keys",
+    "key-policy": "Superfluid.key_policy",
+    "host": "Superfluid.host",
+    "port": "Superfluid.port",
+}

@@ -1,0 +1,124 @@
+"""The engine seam: protocol-neutral types and the async Engine interface.
+
+Nothing here knows about HTTP, Jupyter or any wire protocol. Only plain,
+serializable values cross this seam, so the engine can later move into its own
+process (or be replaced by another serving engine) without touching the layers
+above it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+FinishReason = Literal["stop", "length", "cancelled", "error"]
+
+
+class EngineError(Exception):
+    """A failure inside the engine (model load, decode, sampling)."""
+
+
+class ModelLoadError(EngineError):
+    """A model file that cannot be loaded; the message names the file and the cause."""
+
+
+class ContextOverflowError(EngineError):
+    """A prompt (plus its output budget) that does not fit the context window."""
+
+    def __init__(self, message: str, *, prompt_tokens: int, context_size: int) -> None:
+        super().__init__(message)
+        self.prompt_tokens = prompt_tokens
+        self.context_size = context_size
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to pick each next token."""
+
+    temperature: float = 0.8
+    top_p: float = 0.95
+    seed: int | None = None
+    max_tokens: int | None = None  # None: fill the remaining context
+    grammar: str | None = None  # GBNF, rule "root"
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    """One tokenized generation: a prompt's token ids and how to sample after it."""
+
+    prompt_tokens: tuple[int, ...]
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+
+
+@dataclass(frozen=True)
+class PromptEvaluated:
+    """First event of a generation: how the prompt was served."""
+
+    prompt_tokens: int
+    cached_tokens: int  # tokens served from the KV cache, not re-evaluated
+
+
+@dataclass(frozen=True)
+class TokenGenerated:
+    """One generated token and the text it completed (may be empty mid UTF-8)."""
+
+    token_id: int
+    text: str
+
+
+@dataclass(frozen=True)
+class GenerationFinished:
+    """Last event of a generation."""
+
+    reason: FinishReason
+    completion_tokens: int
+    error: str | None = None
+
+
+EngineEvent = PromptEvaluated | TokenGenerated | GenerationFinished
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the layers above need to know about a loaded model."""
+
+    id: str
+    path: str
+    context_size: int
+    chat_template: str | None
+    bos_token: str
+    eos_token: str
+    eog_token_ids: tuple[int, ...]
+    accepts_images: bool = False
+    accepts_audio: bool = False
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """A loaded model that tokenizes and generates, off the event loop."""
+
+    @property
+    def info(self) -> ModelInfo:
+        """The model's metadata."""
+        ...
+
+    def tokenize(self, text: str, *, special: bool = True) -> list[int]:
+        """Token ids of ``text``; ``special`` parses control tokens like <|im_end|>."""
+        ...
+
+    def detokenize(self, tokens: list[int]) -> str:
+        """Text of ``tokens``, control tokens rendered."""
+        ...
+
+    def generate(self, request: GenerateRequest) -> AsyncIterator[EngineEvent]:
+        """Stream PromptEvaluated, then TokenGenerated*, then GenerationFinished.
+
+        Closing the iterator early (``aclose``, or the consuming task being
+        cancelled) cancels the generation before its next token.
+        """
+        ...
+
+    async def close(self) -> None:
+        """Stop the worker and free the model."""
+        ...

@@ -1,0 +1,227 @@
+"""``LlamaEngine``: the Engine protocol on llama-cpp-python's low-level API.
+
+Why it looks like this:
+
+- ``llama_cpp.Llama`` keeps one sequence per context, so several conversations
+  would each need a context (and a KV cache) of their own. This engine builds
+  one context with ``n_seq_max = cache_slots`` over a *unified* KV cache
+  instead: any sequence can use any cell, and forking a cached prefix into
+  another sequence (``llama_memory_seq_cp``) is metadata only.
+- One worker thread per model runs a step loop (``worker.py``) that batches the
+  next token of every active request into one ``llama_decode`` (continuous
+  batching). The event loop never waits on llama.cpp: ``generate()`` returns an
+  async iterator fed from the worker through ``loop.call_soon_threadsafe`` into
+  an ``asyncio.Queue``; tokenizing is fast and runs inline.
+- The KV cells each sequence holds are tracked as token ids (``cache.py``), so
+  a prompt that continues or branches any recent conversation reuses its
+  longest cached prefix, and ``PromptEvaluated.cached_tokens`` is measured.
+- Closing the iterator sets a flag the worker checks every step, so a
+  disconnected client costs at most one more token; the slot's KV stays cached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import llama_cpp.llama_cpp as L
+
+from .base import (
+    ContextOverflowError,
+    EngineError,
+    EngineEvent,
+    GenerateRequest,
+    GenerationFinished,
+    ModelInfo,
+)
+from .native import Vocab, create_context, default_threads, load_model, meta_string
+from .sampling import Sampler, TextDecoder, build_sampler
+from .worker import Sequence, Worker
+
+log = logging.getLogger(__name__)
+
+
+class LlamaEngine:
+    """A loaded GGUF model serving concurrent generations with a prefix cache."""
+
+    def __init__(self, info: ModelInfo, model: Any, ctx: Any, vocab: Vocab, worker: Worker) -> None:
+        self._info = info
+        self._model = model
+        self._ctx = ctx
+        self._vocab = vocab
+        self._worker = worker
+        self._closed = False
+
+    @classmethod
+    def load(
+        cls,
+        model_id: str,
+        path: str | Path,
+        *,
+        context_size: int = 4096,
+        threads: int | None = None,
+        gpu_layers: int = 0,
+        cache_slots: int = 8,
+        kv_tokens: int | None = None,
+        batch_size: int = 512,
+    ) -> LlamaEngine:
+        """Load ``path`` (blocking; run it in a thread). Raises ModelLoadError."""
+        started = time.monotonic()
+        path = Path(path)
+        model = load_model(path, gpu_layers=gpu_layers)
+        try:
+            vocab = Vocab(model)
+            context_size = min(context_size, L.llama_model_n_ctx_train(model))
+            # Default KV room: two full windows shared by all slots (a unified
+            # cache lets any one conversation use its whole window).
+            kv = max(kv_tokens or 2 * context_size, context_size)
+            ctx = create_context(
+                model,
+                n_ctx=kv,
+                n_seq_max=cache_slots,
+                n_batch=batch_size,
+                threads=threads or default_threads(),
+            )
+        except BaseException:
+            L.llama_model_free(model)
+            raise
+        info = _model_info(model_id, path, model, vocab, context_size)
+        worker = Worker(
+            ctx,
+            vocab,
+            n_slots=cache_slots,
+            # llama.cpp clamps n_batch to n_ctx, and aborts on a larger batch.
+            n_batch=L.llama_n_batch(ctx),
+            context_size=context_size,
+            name=model_id,
+        )
+        log.info(
+            "loaded %s from %s in %.2fs (context %d, %d slots, %d KV cells)",
+            model_id,
+            path,
+            time.monotonic() - started,
+            context_size,
+            cache_slots,
+            L.llama_n_ctx(ctx),
+        )
+        return cls(info, model, ctx, vocab, worker)
+
+    @property
+    def info(self) -> ModelInfo:
+        """The model's metadata."""
+        return self._info
+
+    @property
+    def prompt_tokens_evaluated(self) -> int:
+        """Prompt tokens run through the model since load (cache hits excluded)."""
+        return self._worker.prompt_tokens_evaluated
+
+    @property
+    def tokens_generated(self) -> int:
+        """Tokens sampled since load (including ones dropped by a cancellation)."""
+        return self._worker.tokens_generated
+
+    def stats(self) -> dict[str, int]:
+        """Counters for tests and benchmarks."""
+        return {
+            "prompt_tokens_evaluated": self._worker.prompt_tokens_evaluated,
+            "tokens_generated": self._worker.tokens_generated,
+            "decode_calls": self._worker.decode_calls,
+        }
+
+    def tokenize(self, text: str, *, special: bool = True) -> list[int]:
+        """Token ids of ``text`` (BOS only if the model asks for it)."""
+        return self._vocab.tokenize(text, add_special=self._vocab.add_bos, parse_special=special)
+
+    def detokenize(self, tokens: list[int]) -> str:
+        """Text of ``tokens``, control tokens rendered."""
+        return self._vocab.detokenize(tokens)
+
+    def generate(self, request: GenerateRequest) -> AsyncIterator[EngineEvent]:
+        """Stream PromptEvaluated, TokenGenerated*, GenerationFinished.
+
+        Raises at once (before evaluating anything): ContextOverflowError when
+        the prompt leaves no room for one token, EngineError for an empty
+        prompt, an unknown token id, an invalid grammar or a closed engine.
+        """
+        if self._closed:
+            raise EngineError("the engine is closed")
+        prompt = request.prompt_tokens
+        if not prompt:
+            raise EngineError("empty prompt")
+        if len(prompt) + 1 > self._info.context_size:
+            raise ContextOverflowError(
+                f"prompt of {len(prompt)} tokens leaves no room in a "
+                f"{self._info.context_size}-token context",
+                prompt_tokens=len(prompt),
+                context_size=self._info.context_size,
+            )
+        n_vocab = self._vocab.n_tokens
+        if any(not 0 <= t < n_vocab for t in prompt):
+            raise EngineError(f"prompt has token ids outside the vocabulary (0..{n_vocab - 1})")
+        sampler = build_sampler(self._vocab, request.sampling)
+        return self._stream(request, sampler)
+
+    async def _stream(self, request: GenerateRequest, sampler: Sampler) -> AsyncIterator[EngineEvent]:
+        """Submit to the worker and relay its events; closing cancels."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[EngineEvent] = asyncio.Queue()
+
+        def emit(event: EngineEvent) -> bool:
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, event)
+            except RuntimeError:  # the loop is closed: nobody is listening
+                return False
+            return True
+
+        seq = Sequence(
+            prompt=tuple(request.prompt_tokens),
+            max_tokens=request.sampling.max_tokens,
+            sampler=sampler,
+            decoder=TextDecoder(self._vocab),
+            emit=emit,
+        )
+        try:
+            self._worker.submit(seq)
+            while True:
+                event = await queue.get()
+                yield event
+                if isinstance(event, GenerationFinished):
+                    return
+        finally:
+            seq.cancel()  # a no-op once finished; otherwise stops before the next token
+
+    async def close(self) -> None:
+        """Cancel running generations, stop the worker and free the model."""
+        await asyncio.to_thread(self.close_sync)
+
+    def close_sync(self) -> None:
+        """Blocking ``close()`` (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._worker.stop()
+        L.llama_free(self._ctx)
+        L.llama_model_free(self._model)
+        log.info("closed %s", self._info.id)
+
+
+def _model_info(model_id: str, path: Path, model: Any, vocab: Vocab, context_size: int) -> ModelInfo:
+    """ModelInfo from the GGUF metadata and the vocabulary."""
+
+    def text(token: int) -> str:
+        return vocab.piece(token).decode("utf-8", errors="replace") if token >= 0 else ""
+
+    return ModelInfo(
+        id=model_id,
+        path=str(path),
+        context_size=context_size,
+        chat_template=meta_string(model, "tokenizer.chat_template"),
+        bos_token=text(vocab.bos),
+        eos_token=text(vocab.eos),
+        eog_token_ids=vocab.eog_ids,
+    )

@@ -1,0 +1,250 @@
+"""Which models this server offers, where their files come from, and lazy loading.
+
+A model spec is one of:
+
+- a path to a ``.gguf`` file (id: the file stem),
+- ``hf:OWNER/REPO/FILE.gguf``, fetched through huggingface_hub's cache (id: the
+  file stem); a cached copy is used as is, without asking the hub for updates,
+- a built-in test model id (``superfluid/tiny-chatml``, ``superfluid/tiny-qwen3``),
+  generated deterministically into ``cache_dir`` on first use,
+
+each optionally prefixed ``ID=`` to choose the id. Engines load on first request,
+in a worker thread, one load at a time per model. When the hub is unreachable
+(or ``HF_HUB_OFFLINE=1``) and nothing is cached, the answer is a quick
+``ModelUnavailableError`` that names the offline choice, never a long hang:
+a short TCP probe runs before huggingface_hub's own retrying requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlparse
+
+from .base import Engine, EngineError
+from .testmodels import BUILTIN_MODELS, ensure_builtin
+
+log = logging.getLogger(__name__)
+
+OFFLINE_CHOICE = "superfluid/tiny-qwen3"
+DEFAULT_MODELS: tuple[str, ...] = (
+    "hf:unsloth/Qwen3-0.6B-GGUF/Qwen3-0.6B-Q4_K_M.gguf",
+    "superfluid/tiny-qwen3",
+    "superfluid/tiny-chatml",
+)
+HUB_PROBE_TIMEOUT_S = 3.0
+HUB_ETAG_TIMEOUT_S = 5.0
+
+
+class ModelNotFoundError(EngineError):
+    """A model id this server does not offer."""
+
+
+class ModelUnavailableError(EngineError):
+    """A model offered but whose file cannot be obtained now (offline, not cached)."""
+
+
+SpecKind = Literal["path", "hf", "builtin"]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One offered model: its id and where its file comes from."""
+
+    id: str
+    kind: SpecKind
+    source: str  # a path, "OWNER/REPO/FILE.gguf", or a built-in id
+    spec: str  # as the user wrote it
+
+    @property
+    def hf_repo_file(self) -> tuple[str, str]:
+        """(repo id, file name in the repo) of an ``hf:`` spec."""
+        owner, repo, filename = self.source.split("/", 2)
+        return f"{owner}/{repo}", filename
+
+
+def parse_spec(spec: str) -> ModelSpec:
+    """Parse ``[ID=]PATH.gguf``, ``[ID=]hf:OWNER/REPO/FILE.gguf`` or a built-in id."""
+    text = spec.strip()
+    given_id = None
+    head, sep, rest = text.partition("=")
+    plain = head.startswith("hf:") or any(c.isspace() for c in head) or Path(text).is_file()
+    if sep and head and not plain:
+        given_id, text = head, rest
+    if text in BUILTIN_MODELS:
+        return ModelSpec(given_id or text, "builtin", text, spec)
+    if text.startswith("hf:"):
+        source = text[3:]
+        if source.count("/") < 2 or not source.endswith(".gguf"):
+            raise ValueError(f"invalid model spec {spec!r}: expected hf:OWNER/REPO/FILE.gguf")
+        return ModelSpec(given_id or Path(source).stem, "hf", source, spec)
+    if text.endswith(".gguf") or Path(text).is_file():
+        path = Path(text).expanduser()
+        return ModelSpec(given_id or path.stem, "path", str(path), spec)
+    builtins = ", ".join(BUILTIN_MODELS)
+    raise ValueError(
+        f"invalid model spec {spec!r}: expected a .gguf path, hf:OWNER/REPO/FILE.gguf "
+        f"or a built-in model ({builtins})"
+    )
+
+
+def default_cache_dir() -> Path:
+    """Where built-in models are generated: ``$XDG_CACHE_HOME/jupyter_superfluid/models``."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "jupyter_superfluid" / "models"
+
+
+def _hub_cache_dir() -> str:
+    """huggingface_hub's cache, read from the environment now (not at its import)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return os.environ["HF_HUB_CACHE"]
+    home = os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "huggingface",
+    )
+    return os.path.join(home, "hub")
+
+
+def _hub_offline() -> bool:
+    """Whether HF_HUB_OFFLINE is set (read now)."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE")
+
+
+def _probe_hub() -> str | None:
+    """Why the hub cannot be reached, or None if a TCP connection opens quickly."""
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return None  # behind a proxy a direct probe proves nothing; let the client try
+    url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname or "", port), timeout=HUB_PROBE_TIMEOUT_S).close()
+    except OSError as exc:
+        return f"cannot reach {url.hostname}: {exc}"
+    return None
+
+
+def fetch_hf(spec: ModelSpec) -> Path:
+    """Local path of an ``hf:`` model: from the cache, else downloaded (with progress)."""
+    from huggingface_hub import hf_hub_download
+
+    repo_id, filename = spec.hf_repo_file
+    cache_dir = _hub_cache_dir()
+    unavailable = (
+        f"model {spec.id} (hf:{spec.source}) is not in the local Hugging Face cache "
+        f"({cache_dir}) and "
+    )
+    advice = f"; to run offline, use a built-in model: --model {OFFLINE_CHOICE}"
+    try:
+        return Path(hf_hub_download(repo_id, filename, cache_dir=cache_dir, local_files_only=True))
+    except Exception:  # not cached (or a broken cache entry): try the hub
+        pass
+    if _hub_offline():
+        raise ModelUnavailableError(unavailable + "HF_HUB_OFFLINE is set" + advice)
+    reason = _probe_hub()
+    if reason is not None:
+        raise ModelUnavailableError(unavailable + reason + advice)
+    log.info("downloading %s from the Hugging Face hub (%s)", filename, repo_id)
+    try:
+        path = hf_hub_download(
+            repo_id, filename, cache_dir=cache_dir, etag_timeout=HUB_ETAG_TIMEOUT_S
+        )
+    except Exception as exc:
+        raise ModelUnavailableError(
+            unavailable + f"the download failed: {type(exc).__name__}: {exc}" + advice
+        ) from exc
+    return Path(path)
+
+
+EngineLoader = Callable[..., Engine]
+
+
+class ModelRegistry:
+    """Offered models by id; engines load lazily on first ``get``."""
+
+    def __init__(
+        self,
+        specs: Iterable[str] | None = None,
+        *,
+        cache_dir: str | os.PathLike[str] | None = None,
+        loader: EngineLoader | None = None,
+        **load_options: object,
+    ) -> None:
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        self._specs: dict[str, ModelSpec] = {}
+        self._aliases: dict[str, str] = {}
+        for text in DEFAULT_MODELS if specs is None else specs:
+            spec = parse_spec(text)
+            if spec.id in self._specs:
+                raise ValueError(f"model id {spec.id!r} given twice")
+            self._specs[spec.id] = spec
+            self._aliases.setdefault(spec.spec.strip(), spec.id)
+        self._loader = loader
+        self._load_options = load_options
+        self._engines: dict[str, Engine] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._closed = False
+
+    def ids(self) -> list[str]:
+        """Offered model ids, in the order given."""
+        return list(self._specs)
+
+    def spec(self, model_id: str) -> ModelSpec:
+        """The spec of ``model_id`` (an id, or the spec text itself)."""
+        key = model_id if model_id in self._specs else self._aliases.get(model_id)
+        if key is None:
+            offered = ", ".join(self._specs) or "none"
+            raise ModelNotFoundError(f"model {model_id!r} not found (offered: {offered})")
+        return self._specs[key]
+
+    def loaded(self, model_id: str) -> Engine | None:
+        """The engine of ``model_id`` if it is loaded already."""
+        return self._engines.get(self.spec(model_id).id)
+
+    def resolve(self, model_id: str) -> Path:
+        """The model's local file, building or downloading it if needed (blocking)."""
+        spec = self.spec(model_id)
+        if spec.kind == "builtin":
+            return ensure_builtin(spec.source, self.cache_dir)
+        if spec.kind == "hf":
+            return fetch_hf(spec)
+        return Path(spec.source)
+
+    async def get(self, model_id: str) -> Engine:
+        """The loaded engine of ``model_id``, loading it first if needed."""
+        spec = self.spec(model_id)
+        engine = self._engines.get(spec.id)
+        if engine is not None:
+            return engine
+        lock = self._locks.setdefault(spec.id, asyncio.Lock())
+        async with lock:  # one load at a time per model; later callers reuse it
+            engine = self._engines.get(spec.id)
+            if engine is None:
+                engine = await asyncio.to_thread(self._load, spec)
+                if self._closed:
+                    await engine.close()
+                    raise EngineError("the model registry is closed")
+                self._engines[spec.id] = engine
+        return engine
+
+    def _load(self, spec: ModelSpec) -> Engine:
+        """Resolve and load one model (runs in a worker thread)."""
+        path = self.resolve(spec.id)
+        log.info("loading model %s from %s", spec.id, path)
+        if self._loader is not None:
+            return self._loader(spec.id, path, **self._load_options)
+        from .llama import LlamaEngine  # llama_cpp loads only when a model does
+
+        return LlamaEngine.load(spec.id, path, **self._load_options)  # type: ignore[arg-type]
+
+    async def close(self) -> None:
+        """Close every loaded engine."""
+        self._closed = True
+        engines, self._engines = list(self._engines.values()), {}
+        for engine in engines:
+            await engine.close()

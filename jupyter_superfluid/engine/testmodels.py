@@ -1,0 +1,263 @@
+"""Deterministic tiny GGUF models, built with the ``gguf`` package.
+
+The built-in test models (``superfluid/tiny-chatml``, ``superfluid/tiny-qwen3``)
+are ``llama``-architecture models with seeded random weights and a byte-level
+BPE (``gpt2``) vocabulary: the 256 GPT-2 byte tokens, a few merges (llama.cpp
+refuses a ``gpt2`` tokenizer without merges) and the ChatML/Qwen special
+tokens as control tokens. Same inputs give a byte-identical file, so a cache of
+built models never goes stale silently (the file name carries a hash of the
+inputs).
+
+A constant "bias channel" (residual channel 0) is set in every token
+embedding and never written by attention or the MLP; the output row of
+``<|im_end|>`` reads it, so that token gets a steady logit boost and the random
+model ends its answers on its own after a few dozen tokens under default
+sampling, while greedy decoding does not stop at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+from .tiny_templates import CHATML, QWEN3, SPECIAL_TOKENS
+
+BUILDER_VERSION = 1
+EOS_TOKEN = "<|im_end|>"
+BOS_TOKEN = "<|endoftext|>"
+
+# A few common English merges (pieces in GPT-2 byte-to-unicode form; "Ġ" is a
+# space). Later merges may use the results of earlier ones.
+_MERGES = (
+    ("Ġ", "t"),
+    ("h", "e"),
+    ("i", "n"),
+    ("e", "r"),
+    ("a", "n"),
+    ("Ġ", "a"),
+    ("o", "n"),
+    ("r", "e"),
+    ("Ġt", "he"),
+    ("Ġ", "s"),
+)
+
+# Logit boost of <|im_end|> relative to the typical logit spread; tuned so that
+# sampling at temperature 0.8 ends after a few dozen tokens.
+_EOS_BIAS = 4.0
+_SPECIAL_PENALTY = 8.0
+_LOGIT_SCALE = 3.0
+_BIAS_CHANNEL_VALUE = 4.0
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible byte → printable unicode character map."""
+    printable = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
+    mapping = {b: chr(b) for b in printable}
+    extra = 0
+    for b in range(256):
+        if b not in mapping:
+            mapping[b] = chr(256 + extra)
+            extra += 1
+    return mapping
+
+
+def vocabulary() -> tuple[list[str], list[int], list[str]]:
+    """The tiny models' tokens, token types and merges (same for every model)."""
+    byte_map = bytes_to_unicode()
+    tokens = [byte_map[b] for b in range(256)]
+    types = [int(gguf.TokenType.NORMAL)] * 256
+    merges = []
+    for left, right in _MERGES:
+        merges.append(f"{left} {right}")
+        tokens.append(left + right)
+        types.append(int(gguf.TokenType.NORMAL))
+    for special in SPECIAL_TOKENS:
+        tokens.append(special)
+        types.append(int(gguf.TokenType.CONTROL))
+    return tokens, types, merges
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """Sizes of a built model."""
+
+    n_layer: int = 2
+    n_embd: int = 64
+    n_head: int = 4
+    n_head_kv: int | None = None
+    n_ff: int | None = None
+    context_length: int = 4096
+    seed: int = 0
+    f16: bool = False
+
+
+def _weights(shape: ModelShape, n_vocab: int, eos_id: int) -> list[tuple[str, np.ndarray]]:
+    """Seeded random tensors, numpy shapes (rows=outputs, cols=inputs)."""
+    rng = np.random.default_rng(shape.seed)
+    d = shape.n_embd
+    head_dim = d // shape.n_head
+    d_kv = head_dim * (shape.n_head_kv or shape.n_head)
+    n_ff = shape.n_ff or 4 * d
+
+    def mat(rows: int, cols: int, scale: float) -> np.ndarray:
+        return (rng.standard_normal((rows, cols), dtype=np.float32) * scale).astype(np.float32)
+
+    embd = mat(n_vocab, d, 1.0)
+    embd[:, 0] = _BIAS_CHANNEL_VALUE  # the constant bias channel
+    out = mat(n_vocab, d, _LOGIT_SCALE / np.sqrt(d))
+    # Normalized channel 0 is about value/rms of the embedding; the bias
+    # channel adds a steady logit offset: a boost for <|im_end|>, a penalty for
+    # the other control tokens so the model rarely emits them unprompted.
+    unit = np.sqrt(1.0 + _BIAS_CHANNEL_VALUE**2 / d) / _BIAS_CHANNEL_VALUE
+    out[:, 0] = 0.0
+    out[n_vocab - len(SPECIAL_TOKENS) :, 0] = -_SPECIAL_PENALTY * unit
+    out[eos_id, 0] = _EOS_BIAS * unit
+    tensors = [("token_embd.weight", embd)]
+    for i in range(shape.n_layer):
+        blk = f"blk.{i}."
+        layer = [
+            ("attn_norm.weight", np.ones(d, dtype=np.float32)),
+            ("attn_q.weight", mat(d, d, 1.0 / np.sqrt(d))),
+            ("attn_k.weight", mat(d_kv, d, 1.0 / np.sqrt(d))),
+            ("attn_v.weight", mat(d_kv, d, 1.0 / np.sqrt(d))),
+            ("attn_output.weight", mat(d, d, 0.5 / np.sqrt(d))),
+            ("ffn_norm.weight", np.ones(d, dtype=np.float32)),
+            ("ffn_gate.weight", mat(n_ff, d, 1.0 / np.sqrt(d))),
+            ("ffn_up.weight", mat(n_ff, d, 1.0 / np.sqrt(d))),
+            ("ffn_down.weight", mat(d, n_ff, 0.5 / np.sqrt(n_ff))),
+        ]
+        for name, w in layer:
+            if name in ("attn_output.weight", "ffn_down.weight"):
+                w[0, :] = 0.0  # never write the bias channel
+            tensors.append((blk + name, w))
+    tensors.append(("output_norm.weight", np.ones(d, dtype=np.float32)))
+    tensors.append(("output.weight", out))
+    if shape.f16:
+        tensors = [(n, w.astype(np.float16) if w.ndim == 2 else w) for n, w in tensors]
+    return tensors
+
+
+def _write_metadata(w: gguf.GGUFWriter, shape: ModelShape, chat_template: str, name: str) -> None:
+    """Hyperparameters and tokenizer keys."""
+    tokens, types, merges = vocabulary()
+    w.add_name(name)
+    w.add_file_type(int(gguf.LlamaFileType.MOSTLY_F16 if shape.f16 else gguf.LlamaFileType.ALL_F32))
+    w.add_context_length(shape.context_length)
+    w.add_embedding_length(shape.n_embd)
+    w.add_block_count(shape.n_layer)
+    w.add_feed_forward_length(shape.n_ff or 4 * shape.n_embd)
+    w.add_head_count(shape.n_head)
+    w.add_head_count_kv(shape.n_head_kv or shape.n_head)
+    w.add_rope_dimension_count(shape.n_embd // shape.n_head)
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_vocab_size(len(tokens))
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    w.add_bos_token_id(tokens.index(BOS_TOKEN))
+    w.add_eos_token_id(tokens.index(EOS_TOKEN))
+    w.add_pad_token_id(tokens.index(BOS_TOKEN))
+    w.add_add_bos_token(False)
+    w.add_chat_template(chat_template)
+
+
+def build_model(
+    path: str | os.PathLike[str],
+    *,
+    chat_template: str,
+    n_layer: int = 2,
+    n_embd: int = 64,
+    n_head: int = 4,
+    n_head_kv: int | None = None,
+    n_ff: int | None = None,
+    context_length: int = 4096,
+    seed: int = 0,
+    f16: bool = False,
+    name: str = "superfluid-tiny",
+) -> Path:
+    """Write a deterministic random ``llama`` GGUF model to ``path``; return the path."""
+    shape = ModelShape(n_layer, n_embd, n_head, n_head_kv, n_ff, context_length, seed, f16)
+    if n_embd % n_head or n_head % (n_head_kv or n_head):
+        raise ValueError("n_embd must divide by n_head, and n_head by n_head_kv")
+    tokens, _, _ = vocabulary()
+    path = Path(path)
+    writer = gguf.GGUFWriter(path, "llama")
+    _write_metadata(writer, shape, chat_template, name)
+    for tensor_name, tensor in _weights(shape, len(tokens), tokens.index(EOS_TOKEN)):
+        writer.add_tensor(tensor_name, tensor)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+@dataclass(frozen=True)
+class BuiltinModel:
+    """A model the package builds itself: a template and build parameters."""
+
+    chat_template: str
+    n_layer: int = 2
+    n_embd: int = 64
+    n_head: int = 4
+    context_length: int = 4096
+    seed: int = 0
+
+    def file_name(self, model_id: str) -> str:
+        """Cache file name: the id's last part plus a hash of every build input."""
+        blob = json.dumps([BUILDER_VERSION, asdict(self)], sort_keys=True).encode()
+        digest = hashlib.sha256(blob).hexdigest()[:12]
+        return f"{model_id.rsplit('/', 1)[-1]}-{digest}.gguf"
+
+
+BUILTIN_MODELS: dict[str, BuiltinModel] = {
+    "superfluid/tiny-chatml": BuiltinModel(chat_template=CHATML, seed=1),
+    "superfluid/tiny-qwen3": BuiltinModel(chat_template=QWEN3, seed=2),
+}
+
+
+def ensure_builtin(model_id: str, cache_dir: str | os.PathLike[str]) -> Path:
+    """Path of built-in ``model_id`` in ``cache_dir``, building it on first use."""
+    spec = BUILTIN_MODELS.get(model_id)
+    if spec is None:
+        raise KeyError(model_id)
+    cache = Path(cache_dir)
+    cache.mkdir(parents=True, exist_ok=True)
+    target = cache / spec.file_name(model_id)
+    if target.exists():
+        return target
+    # Build beside the target and rename: a racing process builds the same
+    # bytes, and os.replace is atomic, so readers never see a partial file.
+    fd, tmp = tempfile.mkstemp(dir=cache, prefix=".building-", suffix=".gguf")
+    os.close(fd)
+    try:
+        build_model(
+            tmp,
+            chat_template=spec.chat_template,
+            n_layer=spec.n_layer,
+            n_embd=spec.n_embd,
+            n_head=spec.n_head,
+            context_length=spec.context_length,
+            seed=spec.seed,
+            name=model_id,
+        )
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; the cache is shared
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return target

@@ -1,0 +1,271 @@
+"""The step loop: one worker thread per model, continuous batching over one context.
+
+Every step builds ONE ``llama_batch`` holding the next token of every sequence
+that is generating plus chunks of prompts still being evaluated (up to
+``n_batch`` tokens), runs one ``llama_decode`` and samples each sequence that got
+logits with its own sampler chain. Running N conversations this way costs
+about one forward pass per step instead of N (the weights are read once per
+step), and a long prompt never stalls the streams already running. All
+llama.cpp context calls happen on this thread, so the context needs no lock;
+the event loop only ever enqueues work and reads finished events.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import llama_cpp.llama_cpp as L
+
+from .base import (
+    EngineError,
+    EngineEvent,
+    FinishReason,
+    GenerationFinished,
+    PromptEvaluated,
+    TokenGenerated,
+)
+from .cache import PrefixCache, Slot
+from .native import Vocab
+from .sampling import Sampler, TextDecoder
+
+log = logging.getLogger(__name__)
+
+
+class _LlamaMemory:
+    """``KVMemory`` over a context's ``llama_memory_t``."""
+
+    def __init__(self, ctx: Any) -> None:
+        self._mem = L.llama_get_memory(ctx)
+
+    def remove(self, seq_id: int, p0: int, p1: int) -> None:
+        """Drop positions [p0, p1) of a sequence."""
+        if not L.llama_memory_seq_rm(self._mem, seq_id, p0, p1):
+            raise EngineError(f"cannot trim KV sequence {seq_id} at {p0}")
+
+    def copy(self, src: int, dst: int, p0: int, p1: int) -> None:
+        """Share ``src``'s cells at [p0, p1) with ``dst``."""
+        L.llama_memory_seq_cp(self._mem, src, dst, p0, p1)
+
+
+@dataclass(eq=False)
+class Sequence:
+    """One generation as the worker runs it."""
+
+    prompt: tuple[int, ...]
+    max_tokens: int | None
+    sampler: Sampler
+    decoder: TextDecoder
+    emit: Callable[[EngineEvent], bool]  # False once nobody can receive events
+    cancelled: bool = False
+    slot: Slot | None = None
+    cached: int = 0
+    pending: list[int] = field(default_factory=list)  # tokens to feed next
+    completion: int = 0
+    announced: bool = False  # PromptEvaluated sent
+
+    def cancel(self) -> None:
+        """Stop before the next token (called from any thread)."""
+        self.cancelled = True
+
+
+@dataclass
+class _Fed:
+    """The tokens one sequence put into the current batch."""
+
+    seq: Sequence
+    count: int
+    logits_index: int | None
+
+
+class Worker:
+    """Owns the context's step loop on a dedicated thread."""
+
+    def __init__(
+        self, ctx: Any, vocab: Vocab, *, n_slots: int, n_batch: int, context_size: int, name: str
+    ) -> None:
+        self._ctx = ctx
+        self._vocab = vocab
+        self._n_batch = n_batch
+        self._context_size = context_size
+        self.cache = PrefixCache(n_slots, _LlamaMemory(ctx))
+        self._batch = L.llama_batch_init(n_batch, 0, 1)
+        self._cond = threading.Condition()
+        self._incoming: list[Sequence] = []
+        self._waiting: deque[Sequence] = deque()
+        self._active: list[Sequence] = []
+        self._stopping = False
+        self.prompt_tokens_evaluated = 0
+        self.tokens_generated = 0
+        self.decode_calls = 0
+        self._thread = threading.Thread(target=self._run, name=f"superfluid:{name}", daemon=True)
+        self._thread.start()
+
+    def submit(self, seq: Sequence) -> None:
+        """Queue a sequence; the loop admits it when a slot is idle."""
+        with self._cond:
+            if self._stopping:
+                raise EngineError("the engine is closed")
+            self._incoming.append(seq)
+            self._cond.notify()
+
+    def stop(self) -> None:
+        """Cancel everything, end the loop and free the batch (blocks until done)."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _run(self) -> None:
+        """The loop: wait for work, step, and never die of one request's failure."""
+        try:
+            while self._next_round():
+                try:
+                    self._step()
+                except Exception as exc:
+                    log.exception("engine step failed")
+                    for seq in list(self._active):
+                        self._finish(seq, "error", error=f"{type(exc).__name__}: {exc}", clear=True)
+        finally:
+            for seq in [*self._active, *self._waiting, *self._incoming]:
+                self._finish(seq, "cancelled")
+            L.llama_batch_free(self._batch)
+
+    def _next_round(self) -> bool:
+        """Block until there is work; move submissions to the waiting line."""
+        with self._cond:
+            while not (self._stopping or self._incoming or self._waiting or self._active):
+                self._cond.wait()
+            self._waiting.extend(self._incoming)
+            self._incoming.clear()
+            return not self._stopping
+
+    def _step(self) -> None:
+        """Admit, decode one batch, sample."""
+        for seq in [s for s in (*self._active, *self._waiting) if s.cancelled]:
+            self._finish(seq, "cancelled")
+        while self._waiting and self.cache.has_idle():
+            self._admit(self._waiting.popleft())
+        if not self._active:
+            return
+        fed = self._fill_batch()
+        if self._decode(fed):
+            self._sample(fed)
+
+    def _admit(self, seq: Sequence) -> None:
+        """Give a sequence its slot and reuse the cached prefix."""
+        placement = self.cache.place(seq.prompt)
+        assert placement is not None  # has_idle() was checked
+        seq.slot, seq.cached = placement.slot, placement.reused
+        seq.pending = list(seq.prompt[placement.reused :])
+        self._active.append(seq)
+
+    def _fill_batch(self) -> list[_Fed]:
+        """Put every generating sequence's next token, then prompt chunks, into the batch."""
+        batch, n, fed = self._batch, 0, []
+        # Generating sequences first (one token each), so streams keep flowing
+        # while long prompts are evaluated in n_batch-sized chunks.
+        for seq in sorted(self._active, key=lambda s: len(s.pending) > 1):
+            take = seq.pending[: self._n_batch - n]
+            if not take:
+                break
+            assert seq.slot is not None
+            pos0 = len(seq.slot.tokens)
+            done = len(take) == len(seq.pending)
+            for j, token in enumerate(take):
+                i = n + j
+                batch.token[i] = token
+                batch.pos[i] = pos0 + j
+                batch.n_seq_id[i] = 1
+                batch.seq_id[i][0] = seq.slot.seq_id
+                batch.logits[i] = done and j == len(take) - 1
+            n += len(take)
+            fed.append(_Fed(seq, len(take), n - 1 if done else None))
+        batch.n_tokens = n
+        return fed
+
+    def _decode(self, fed: list[_Fed]) -> bool:
+        """Run the batch; on a full KV cache evict idle slots (LRU) and retry."""
+        while True:
+            rc = L.llama_decode(self._ctx, self._batch)
+            self.decode_calls += 1
+            if rc == 0:
+                return True
+            if rc == 1 and self.cache.evict_one():
+                continue
+            if rc == 1:
+                # Nothing idle left to evict: the running sequences alone do not
+                # fit. Fail the newest; the next step rebuilds the batch without it.
+                victim = fed[-1].seq
+                self._finish(victim, "error", error="KV cache full", clear=True)
+                return False
+            # A fatal decode error leaves the KV state of this batch unknown.
+            for item in fed:
+                self._finish(item.seq, "error", error=f"llama_decode returned {rc}", clear=True)
+            return False
+
+    def _sample(self, fed: list[_Fed]) -> None:
+        """Record what the KV now holds, then sample every sequence that got logits."""
+        for item in fed:
+            seq = item.seq
+            assert seq.slot is not None
+            seq.slot.tokens.extend(seq.pending[: item.count])
+            del seq.pending[: item.count]
+            if seq.completion == 0:
+                self.prompt_tokens_evaluated += item.count
+            if item.logits_index is None:
+                continue
+            self._announce(seq)
+            if seq.cancelled:
+                self._finish(seq, "cancelled")
+                continue
+            token = seq.sampler.sample(self._ctx, item.logits_index)
+            self.tokens_generated += 1
+            seq.completion += 1
+            reason = self._stop_reason(seq, token)
+            text = seq.decoder.feed(token, final=reason is not None)
+            if not seq.emit(TokenGenerated(token, text)):
+                seq.cancel()
+            if reason is not None:
+                self._finish(seq, reason)
+            else:
+                seq.pending = [token]
+
+    def _stop_reason(self, seq: Sequence, token: int) -> FinishReason | None:
+        """Why the sequence ends with ``token``, or None to go on."""
+        if self._vocab.is_eog(token):
+            return "stop"
+        if seq.max_tokens is not None and seq.completion >= seq.max_tokens:
+            return "length"
+        assert seq.slot is not None
+        if len(seq.slot.tokens) + 1 >= self._context_size:
+            return "length"  # the conversation fills its window
+        return None
+
+    def _announce(self, seq: Sequence) -> None:
+        """Send PromptEvaluated once."""
+        if not seq.announced:
+            seq.announced = True
+            seq.emit(PromptEvaluated(len(seq.prompt), seq.cached))
+
+    def _finish(
+        self, seq: Sequence, reason: FinishReason, *, error: str | None = None, clear: bool = False
+    ) -> None:
+        """End a sequence: free its sampler, release its slot, send the last event."""
+        if seq in self._active:
+            self._active.remove(seq)
+        elif seq in self._waiting:
+            self._waiting.remove(seq)
+        if seq.slot is not None:
+            if clear:
+                self.cache.clear(seq.slot)
+            self.cache.release(seq.slot)
+            seq.slot = None
+        seq.sampler.free()
+        self._announce(seq)
+        seq.emit(GenerationFinished(reason, seq.completion, error))

@@ -1,0 +1,352 @@
+"""The one chat path: a neutral chat request → engine → neutral events → a logged session.
+
+Every protocol (chat completions, Responses, LMSP) calls ``ChatService``:
+``prepare`` renders and tokenizes (fresh, rebuilt or forked warm), ``run``
+streams neutral ``ChatEvent`` values ending in ``Finished``, and ``commit``
+writes the turn's session events, and the protocol's stored record if any, in
+one transaction — before the protocol shows the client the final result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .chat.codec import ChatCodec
+from .chat.parsers import parser_for
+from .chat.sampling import grammar_for, sampling_for
+from .chat.types import (
+    ChatEvent,
+    ChatMessage,
+    ChatRequest,
+    Finished,
+    ItemDone,
+    OutputItem,
+    PromptProcessed,
+    TextDelta,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+from .engine.base import (
+    ContextOverflowError,
+    Engine,
+    GenerateRequest,
+    GenerationFinished,
+    PromptEvaluated,
+    TokenGenerated,
+)
+from .errors import ContextLengthExceeded, GenerationFailed, InvalidRequest
+from .models import ModelHub
+from .prompting import Continuation, Prompt, PromptBuilder, PromptEvent, head_key, message_item
+from .sessions import Event, NewResponse, NewSession, Store, new_id
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TurnResult:
+    """What a finished turn produced, as counted by the engine."""
+
+    status: str = "completed"
+    reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    items: list[OutputItem] = field(default_factory=list)
+    generated: list[int] = field(default_factory=list)
+    generated_text: str = ""
+
+
+@dataclass
+class Turn:
+    """One prepared request: its model, prompt, sampling and (after ``run``) result."""
+
+    request: ChatRequest
+    engine: Engine
+    codec: ChatCodec
+    builder: PromptBuilder
+    prompt: Prompt
+    tools: tuple[ToolSpec, ...]
+    kwargs: dict[str, Any]
+    head: str
+    forked: bool
+    opens_reasoning: bool
+    generate: GenerateRequest
+    result: TurnResult = field(default_factory=TurnResult)
+    session_id: str = ""
+    cached_tokens: int = 0  # known once the engine has evaluated the prompt
+
+    @property
+    def prompt_tokens(self) -> list[int]:
+        """The prompt's token ids, as the engine receives them."""
+        return list(self.generate.prompt_tokens)
+
+
+class ChatService:
+    """Runs neutral chat requests on the shared models and logs their sessions."""
+
+    def __init__(self, models: ModelHub, store: Store, *, default_max_tokens: int = 0) -> None:
+        self.models = models
+        self.store = store
+        self.default_max_tokens = default_max_tokens
+
+    async def prepare(self, request: ChatRequest, continuation: Continuation | None = None) -> Turn:
+        """Render and tokenize ``request`` (continuing ``continuation`` if given)."""
+        model = await self.models.get(request.model)
+        codec = model.codec
+        kwargs = codec.template_kwargs_for_effort(request.reasoning_effort)
+        tools = request.tools if request.tool_choice.mode != "none" else ()
+        head = head_key(request.instructions, tools, kwargs)
+        builder = PromptBuilder(codec, model.engine.tokenize)
+        lead = (ChatMessage("system", request.instructions),) if request.instructions else ()
+        prompt, forked = await asyncio.to_thread(
+            self._build_prompt,
+            builder,
+            lead,
+            request.messages,
+            continuation,
+            tools,
+            kwargs,
+            head,
+            model.id,
+        )
+        opens = codec.generation_opens_reasoning(kwargs)
+        grammar = grammar_for(request, tools, opens_reasoning=opens)
+        context = model.engine.info.context_size
+        if len(prompt.tokens) >= context:
+            raise ContextLengthExceeded(
+                f"the prompt has {len(prompt.tokens)} tokens; the context window of "
+                f"{request.model} is {context}",
+                param="input",
+            )
+        sampling = sampling_for(
+            request.sampling, grammar, self.default_max_tokens, room=context - len(prompt.tokens)
+        )
+        return Turn(
+            request,
+            model.engine,
+            codec,
+            builder,
+            prompt,
+            tools,
+            kwargs,
+            head,
+            forked,
+            opens,
+            GenerateRequest(tuple(prompt.tokens), sampling),
+        )
+
+    def _build_prompt(
+        self,
+        builder: PromptBuilder,
+        lead: tuple[ChatMessage, ...],
+        new: tuple[ChatMessage, ...],
+        cont: Continuation | None,
+        tools: tuple[ToolSpec, ...],
+        kwargs: dict,
+        head: str,
+        model_id: str,
+    ) -> tuple[Prompt, bool]:
+        if cont is not None and self._can_fork(cont, builder, head, model_id):
+            assert cont.session_id is not None
+            stored = self.store.session_tokens(cont.session_id, cont.end)
+            forked = builder.fork(cont, stored, lead, new, tools, kwargs)
+            if forked is not None:
+                return forked, True
+        prior = cont.messages if cont is not None else ()
+        return builder.fresh(lead, prior + new, tools, kwargs), False
+
+    @staticmethod
+    def _can_fork(cont: Continuation, builder: PromptBuilder, head: str, model_id: str) -> bool:
+        meta = cont.meta
+        return bool(
+            cont.session_id
+            and cont.completed
+            and builder.codec.renders_per_message
+            and meta.get("forkable")
+            and meta.get("model") == model_id
+            and meta.get("head") == head
+        )
+
+    async def run(self, turn: Turn) -> AsyncIterator[ChatEvent]:
+        """Generate, yielding neutral events; the last one is ``Finished``.
+
+        Closing this iterator early cancels the generation at the next token.
+        """
+        parser = parser_for(turn.codec, turn.tools, opens_reasoning=turn.opens_reasoning)
+        stops = StopFilter(turn.request.sampling.stop)
+        result = turn.result
+        prompt_tokens = cached = 0
+        reason = "stop"
+        stream = turn.engine.generate(turn.generate)
+        try:
+            async for event in stream:
+                if isinstance(event, PromptEvaluated):
+                    prompt_tokens, cached = event.prompt_tokens, event.cached_tokens
+                    turn.cached_tokens = cached
+                    yield PromptProcessed(prompt_tokens, cached)
+                elif isinstance(event, TokenGenerated):
+                    result.generated.append(event.token_id)
+                    result.generated_text += event.text
+                    for out in stops.apply(parser.feed(event.text)):
+                        yield self._track(result, out)
+                    if stops.hit:
+                        reason = "stop"
+                        break
+                elif isinstance(event, GenerationFinished):
+                    reason = event.reason
+                    if event.reason == "error":
+                        result.reason = event.error
+        except ContextOverflowError as err:
+            raise ContextLengthExceeded(str(err), param="input") from err
+        finally:
+            await stream.aclose()
+        for out in stops.apply(parser.finish(truncated=reason == "length"), final=True):
+            yield self._track(result, out)
+        yield self._finish(turn, reason, prompt_tokens, cached)
+
+    @staticmethod
+    def _track(result: TurnResult, event: ChatEvent) -> ChatEvent:
+        if isinstance(event, ItemDone):
+            result.items.append(event.item)
+        return event
+
+    @staticmethod
+    def _finish(turn: Turn, reason: str, prompt: int, cached: int) -> Finished:
+        result = turn.result
+        if reason == "length":
+            result.status, result.reason = "incomplete", "max_output_tokens"
+        elif reason == "cancelled":
+            result.status = "cancelled"
+        elif reason == "error":
+            result.status = "failed"
+        # The spec counts reasoning tokens as the reasoning text's token count.
+        reasoning = "".join(i.text for i in result.items if i.kind == "reasoning")
+        reasoning_tokens = len(turn.engine.tokenize(reasoning, special=False)) if reasoning else 0
+        result.usage = Usage(
+            input_tokens=prompt,
+            cached_tokens=cached,
+            output_tokens=len(result.generated),
+            reasoning_tokens=reasoning_tokens,
+        )
+        return Finished(result.status, result.usage, result.reason)  # type: ignore[arg-type]
+
+    async def collect(self, turn: Turn) -> TurnResult:
+        """Run to the end, for non-streaming callers."""
+        async for _ in self.run(turn):
+            pass
+        if turn.result.status == "failed":
+            raise GenerationFailed(turn.result.reason or "generation failed")
+        return turn.result
+
+    async def commit(self, turn: Turn, record: NewResponse | None = None) -> str:
+        """Log the turn's session (and ``record`` if stored) durably; the session id."""
+        return await asyncio.to_thread(self._commit_sync, turn, record)
+
+    def _commit_sync(self, turn: Turn, record: NewResponse | None) -> str:
+        assistant = assistant_message(turn.result.items)
+        closing = None
+        if turn.result.status == "completed":
+            closing = turn.builder.closing(
+                turn.prompt, turn.result.generated_text, assistant, turn.tools, turn.kwargs
+            )
+        output = PromptEvent(
+            "output",
+            message_item(assistant),
+            turn.prompt.gen_prompt + turn.result.generated + (closing or []),
+        )
+        meta = {
+            "model": turn.request.model,
+            "head": turn.head,
+            "forkable": closing is not None,
+            "forked": turn.forked,
+        }
+        parent_id, parent_len = turn.prompt.parent or (None, 0)
+        session = NewSession(
+            id=new_id("sess"),
+            model=turn.request.model,
+            parent_id=parent_id,
+            parent_len=parent_len,
+            meta=meta,
+        )
+        events = [
+            Event(kind=e.kind, tokens=tuple(e.tokens), item=e.item)  # type: ignore[arg-type]
+            for e in [*turn.prompt.events, output]
+        ]
+        self.store.commit_turn(session, events, record)
+        turn.session_id = session.id
+        return session.id
+
+
+def assistant_message(items: list[OutputItem]) -> ChatMessage:
+    """The assistant turn that a turn's output items make up."""
+    reasoning = "".join(i.text for i in items if i.kind == "reasoning") or None
+    text = "".join(i.text for i in items if i.kind == "message")
+    calls = tuple(
+        ToolCall(
+            call_id=i.call_id or "", name=i.name or "", arguments=i.text, namespace=i.namespace
+        )
+        for i in items
+        if i.kind == "function_call"
+    )
+    return ChatMessage("assistant", text, reasoning=reasoning, tool_calls=calls)
+
+
+class StopFilter:
+    """Cuts message text at the first stop string, holding back possible partial matches."""
+
+    def __init__(self, stops: tuple[str, ...]) -> None:
+        self.stops = tuple(s for s in stops if s)
+        self.hold = max((len(s) for s in self.stops), default=1) - 1
+        self.pending: dict[int, str] = {}
+        self.hit = False
+
+    def apply(self, events: list[ChatEvent], final: bool = False) -> list[ChatEvent]:
+        """Pass events through, trimming message deltas at a stop string."""
+        if not self.stops:
+            return list(events)
+        out: list[ChatEvent] = []
+        for event in events:
+            if self.hit and isinstance(event, TextDelta):
+                continue
+            if isinstance(event, TextDelta) and event.kind == "message":
+                out.extend(self._text(event))
+            elif isinstance(event, ItemDone) and event.item.kind == "message":
+                out.extend(self._flush(event.index))
+                out.append(ItemDone(event.index, _cut(event.item, self.stops)))
+            else:
+                out.append(event)
+        return out
+
+    def _text(self, event: TextDelta) -> list[ChatEvent]:
+        buf = self.pending.get(event.index, "") + event.text
+        for stop in self.stops:
+            at = buf.find(stop)
+            if at >= 0:
+                self.hit = True
+                self.pending[event.index] = ""
+                return [TextDelta(event.index, "message", buf[:at])] if at else []
+        keep = len(buf) - self.hold if self.hold else len(buf)
+        self.pending[event.index] = buf[keep:]
+        return [TextDelta(event.index, "message", buf[:keep])] if keep > 0 else []
+
+    def _flush(self, index: int) -> list[ChatEvent]:
+        rest = self.pending.pop(index, "")
+        return [TextDelta(index, "message", rest)] if rest and not self.hit else []
+
+
+def _cut(item: OutputItem, stops: tuple[str, ...]) -> OutputItem:
+    text = item.text
+    for stop in stops:
+        at = text.find(stop)
+        if at >= 0:
+            text = text[:at]
+    return OutputItem(kind=item.kind, text=text, complete=item.complete)
+
+
+def ensure_messages(messages: tuple[ChatMessage, ...], param: str = "messages") -> None:
+    """A request needs at least one message."""
+    if not messages:
+        raise InvalidRequest("at least one message is required", param=param)

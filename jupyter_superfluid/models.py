@@ -1,0 +1,90 @@
+"""The served models: each loaded engine paired with its chat codec.
+
+``ModelHub`` sits between the engine registry (files, downloads, loading) and
+the chat path: it maps registry errors to client errors and builds each
+model's codec once, probing its template at load.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from .chat.codec import ChatCodec
+from .engine.base import Engine, EngineError, ModelLoadError
+from .engine.registry import ModelNotFoundError, ModelRegistry, ModelUnavailableError
+from .errors import APIError, ModelNotFound, ModelUnavailable
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model ready to serve: its engine and the codec of its chat template."""
+
+    id: str
+    engine: Engine
+    codec: ChatCodec
+
+
+class ModelHub:
+    """Resolves model ids to loaded models, each loaded and probed once."""
+
+    def __init__(self, registry: ModelRegistry) -> None:
+        self.registry = registry
+        self.created = int(time.time())
+        self._loaded: dict[str, LoadedModel] = {}
+        self._lock = asyncio.Lock()
+
+    def ids(self) -> list[str]:
+        """Ids of every served model, loaded or not."""
+        return list(self.registry.ids())
+
+    def default_id(self) -> str:
+        """The first configured model."""
+        return self.ids()[0]
+
+    def is_loaded(self, model_id: str) -> bool:
+        """Whether ``model_id`` is loaded now."""
+        return model_id in self._loaded
+
+    async def get(self, model_id: str) -> LoadedModel:
+        """The loaded model ``model_id``, loading it on first use."""
+        if model_id in self._loaded:
+            return self._loaded[model_id]
+        async with self._lock:
+            if model_id not in self._loaded:
+                engine = await self._load(model_id)
+                info = engine.info
+                codec = await asyncio.to_thread(
+                    ChatCodec,
+                    info.chat_template or _FALLBACK_TEMPLATE,
+                    bos_token=info.bos_token,
+                    eos_token=info.eos_token,
+                )
+                self._loaded[model_id] = LoadedModel(model_id, engine, codec)
+        return self._loaded[model_id]
+
+    async def _load(self, model_id: str) -> Engine:
+        try:
+            return await self.registry.get(model_id)
+        except ModelNotFoundError as err:
+            raise ModelNotFound(str(err), param="model") from err
+        except ModelUnavailableError as err:
+            raise ModelUnavailable(str(err)) from err
+        except ModelLoadError as err:
+            raise APIError(str(err), status=503, code="model_load_failed") from err
+        except EngineError as err:
+            raise APIError(str(err), status=503, code="model_load_failed") from err
+
+    async def close(self) -> None:
+        """Close every loaded engine."""
+        await self.registry.close()
+        self._loaded.clear()
+
+
+# ChatML, for a GGUF that carries no template of its own.
+_FALLBACK_TEMPLATE = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<|im_end|>\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)

@@ -1,0 +1,284 @@
+"""``/v1/chat/completions``: translate to the neutral chat request, serialize its events."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ..chat.types import (
+    ChatMessage,
+    ChatRequest,
+    ChatSampling,
+    Finished,
+    ItemStarted,
+    OutputFormat,
+    PromptProcessed,
+    TextDelta,
+    ToolCall,
+    ToolChoice,
+    ToolSpec,
+)
+from ..errors import InvalidRequest
+from ..generation import ChatService, Turn, TurnResult
+from .protocol import ChatCompletionRequest, parse
+
+ROLES = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "assistant": "assistant",
+    "tool": "tool",
+}
+
+
+def content_text(content: Any, param: str) -> str:
+    """The text of a message's content: a string or a list of text parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise InvalidRequest(f"{param} must be a string or an array of parts", param=param)
+    texts = []
+    for j, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in ("text", "input_text", "output_text") and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif kind in ("image_url", "input_image", "input_audio", "file", "input_file"):
+            raise InvalidRequest(
+                f"{param}[{j}]: this model accepts text only ({kind})",
+                param=f"{param}[{j}]",
+                code="unsupported_input",
+            )
+        else:
+            raise InvalidRequest(f"{param}[{j}] is not a text part", param=f"{param}[{j}]")
+    return "".join(texts)
+
+
+def to_message(raw: dict[str, Any], i: int) -> ChatMessage:
+    """One chat-completions message as a neutral ChatMessage."""
+    role = ROLES.get(raw.get("role"))  # type: ignore[arg-type]
+    if role is None:
+        raise InvalidRequest(
+            f"messages[{i}].role must be one of {sorted(ROLES)}", param=f"messages[{i}].role"
+        )
+    text = content_text(raw.get("content"), f"messages[{i}].content")
+    calls = tuple(
+        _tool_call(c, f"messages[{i}].tool_calls[{j}]")
+        for j, c in enumerate(raw.get("tool_calls") or [])
+    )
+    tool_call_id = raw.get("tool_call_id")
+    if role == "tool" and not isinstance(tool_call_id, str):
+        raise InvalidRequest(
+            "a tool message needs tool_call_id", param=f"messages[{i}].tool_call_id"
+        )
+    reasoning = raw.get("reasoning_content")
+    return ChatMessage(
+        role,
+        text,
+        reasoning=reasoning if isinstance(reasoning, str) else None,  # type: ignore[arg-type]
+        tool_calls=calls,
+        tool_call_id=tool_call_id,
+    )
+
+
+def _tool_call(raw: Any, param: str) -> ToolCall:
+    fn = raw.get("function") if isinstance(raw, dict) else None
+    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+        raise InvalidRequest(f"{param} needs function.name", param=param)
+    args = fn.get("arguments", "{}")
+    if not isinstance(args, str):
+        args = json.dumps(args)
+    return ToolCall(call_id=str(raw.get("id") or ""), name=fn["name"], arguments=args)
+
+
+def to_chat_request(req: ChatCompletionRequest) -> ChatRequest:
+    """The neutral request for a validated chat-completions body."""
+    tools = tuple(
+        ToolSpec(t.function.name, t.function.description, t.function.parameters)
+        for t in req.tools or []
+    )
+    stop = (req.stop,) if isinstance(req.stop, str) else tuple(req.stop or ())
+    return ChatRequest(
+        model=req.model,
+        messages=tuple(to_message(m, i) for i, m in enumerate(req.messages)),
+        tools=tools,
+        tool_choice=_tool_choice(req.tool_choice, tools),
+        output_format=_format(req),
+        sampling=ChatSampling(
+            req.temperature, req.top_p, req.seed, req.max_completion_tokens or req.max_tokens, stop
+        ),
+        reasoning_effort=req.reasoning_effort,
+    )
+
+
+def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> ToolChoice:
+    if raw is None:
+        return ToolChoice("auto")
+    if raw in ("auto", "none", "required"):
+        if raw == "required" and not tools:
+            raise InvalidRequest("tool_choice 'required' needs tools", param="tool_choice")
+        return ToolChoice(raw)
+    name = raw.get("function", {}).get("name") if isinstance(raw, dict) else None
+    if not isinstance(name, str):
+        raise InvalidRequest(
+            "tool_choice must be auto, none, required or "
+            '{"type": "function", "function": {"name": ...}}',
+            param="tool_choice",
+        )
+    if name not in {t.name for t in tools}:
+        raise InvalidRequest(
+            f"tool_choice names '{name}', which is not in tools", param="tool_choice"
+        )
+    return ToolChoice("function", name)
+
+
+def _format(req: ChatCompletionRequest) -> OutputFormat:
+    fmt = req.response_format
+    if fmt is None or fmt.type == "text":
+        return OutputFormat()
+    if fmt.type == "json_object":
+        return OutputFormat("json_object")
+    if fmt.json_schema is None or not fmt.json_schema.schema_:
+        raise InvalidRequest(
+            "response_format json_schema needs json_schema.schema",
+            param="response_format.json_schema",
+        )
+    return OutputFormat("json_schema", fmt.json_schema.schema_, fmt.json_schema.name)
+
+
+def finish_reason(result: TurnResult) -> str:
+    """OpenAI's finish_reason for a turn."""
+    if result.status == "incomplete":
+        return "length"
+    if any(i.kind == "function_call" for i in result.items):
+        return "tool_calls"
+    return "stop"
+
+
+def usage_body(result: TurnResult) -> dict[str, Any]:
+    """Chat completions' usage object."""
+    u = result.usage
+    return {
+        "prompt_tokens": u.input_tokens,
+        "completion_tokens": u.output_tokens,
+        "total_tokens": u.total_tokens,
+        "prompt_tokens_details": {"cached_tokens": u.cached_tokens},
+        "completion_tokens_details": {"reasoning_tokens": u.reasoning_tokens},
+    }
+
+
+class ChatCompletions:
+    """The chat-completions endpoint's logic, over the one chat path."""
+
+    def __init__(self, chat: ChatService) -> None:
+        self.chat = chat
+
+    async def prepare(self, body: dict[str, Any]) -> tuple[ChatCompletionRequest, Turn]:
+        """Validate and render a request."""
+        req = parse(ChatCompletionRequest, body)
+        return req, await self.chat.prepare(to_chat_request(req))
+
+    async def complete(self, req: ChatCompletionRequest, turn: Turn) -> dict[str, Any]:
+        """Run to the end and return the chat.completion object (logged first)."""
+        result = await self.chat.collect(turn)
+        await self.chat.commit(turn)
+        message: dict[str, Any] = {"role": "assistant", "content": None}
+        texts = [i.text for i in result.items if i.kind == "message"]
+        if texts or not any(i.kind == "function_call" for i in result.items):
+            message["content"] = "".join(texts)
+        reasoning = "".join(i.text for i in result.items if i.kind == "reasoning")
+        if reasoning:
+            message["reasoning_content"] = reasoning
+        calls = [_call_body(i) for i in result.items if i.kind == "function_call"]
+        if calls:
+            message["tool_calls"] = calls
+        return {
+            **_envelope(req, "chat.completion"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": finish_reason(result),
+                }
+            ],
+            "usage": usage_body(result),
+        }
+
+    async def stream(self, req: ChatCompletionRequest, turn: Turn) -> AsyncIterator[str]:
+        """chat.completion.chunk events as JSON strings, then ``[DONE]``."""
+        env = _envelope(req, "chat.completion.chunk")
+        calls: dict[int, int] = {}  # output index → tool_calls index
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+            return json.dumps({**env, "choices": [choice]})
+
+        events = self.chat.run(turn)
+        try:
+            async for event in events:
+                if isinstance(event, PromptProcessed):
+                    yield chunk({"role": "assistant", "content": ""})
+                elif isinstance(event, ItemStarted) and event.kind == "function_call":
+                    calls[event.index] = len(calls)
+                    yield chunk(
+                        {
+                            "tool_calls": [
+                                {
+                                    "index": calls[event.index],
+                                    "id": event.call_id,
+                                    "type": "function",
+                                    "function": {"name": event.name, "arguments": ""},
+                                }
+                            ]
+                        }
+                    )
+                elif isinstance(event, TextDelta) and event.text:
+                    yield chunk(_delta(event, calls))
+                elif isinstance(event, Finished):
+                    if event.status == "failed":
+                        yield json.dumps(
+                            {"error": {"message": event.reason or "failed", "type": "server_error"}}
+                        )
+                        return
+                    await self.chat.commit(turn)
+                    yield chunk({}, finish_reason(turn.result))
+        finally:
+            await events.aclose()
+        if (req.stream_options or {}).get("include_usage"):
+            yield json.dumps({**env, "choices": [], "usage": usage_body(turn.result)})
+        yield "[DONE]"
+
+
+def _delta(event: TextDelta, calls: dict[int, int]) -> dict[str, Any]:
+    if event.kind == "function_call":
+        return {
+            "tool_calls": [
+                {"index": calls.get(event.index, 0), "function": {"arguments": event.text}}
+            ]
+        }
+    if event.kind == "reasoning":
+        return {"reasoning_content": event.text}
+    return {"content": event.text}
+
+
+def _call_body(item: Any) -> dict[str, Any]:
+    return {
+        "id": item.call_id,
+        "type": "function",
+        "function": {"name": item.name, "arguments": item.text},
+    }
+
+
+def _envelope(req: ChatCompletionRequest, kind: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-" + secrets.token_hex(12),
+        "object": kind,
+        "created": int(time.time()),
+        "model": req.model,
+        "system_fingerprint": None,
+    }

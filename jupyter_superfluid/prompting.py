@@ -1,0 +1,198 @@
+"""Turning a conversation into prompt tokens: fresh, rebuilt, or forked warm.
+
+A *fork* continues a stored session: its exact tokens are kept and only the
+new messages are rendered and appended, so the engine serves the stored part
+from its prefix cache. That is correct only when the spec's conditions hold
+(same model, a codec that renders each message on its own, a previous turn that
+ended normally, the same head). Otherwise the whole conversation is rendered
+afresh ("rebuilt") and the prefix cache still serves whatever matches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .chat.codec import ChatCodec
+from .chat.types import ChatMessage, ToolSpec
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """A stored conversation this request continues."""
+
+    messages: tuple[ChatMessage, ...]  # earlier turns, instructions excluded
+    session_id: str | None = None  # the stored session to fork from
+    end: int = 0  # its events that belong to the stored response
+    meta: dict[str, Any] = field(default_factory=dict)  # the stored session's meta
+    completed: bool = True  # the stored turn ended normally
+
+
+@dataclass
+class PromptEvent:
+    """One logged session event: what it came from and the tokens it rendered to."""
+
+    kind: str  # "head", "input", "prompt" or "output"
+    item: dict[str, Any] | None
+    tokens: list[int]
+
+
+@dataclass
+class Prompt:
+    """The rendered prompt of one turn and how it is logged."""
+
+    text: str  # the whole prompt as text (for checking closings)
+    tokens: list[int]
+    events: list[PromptEvent]  # new events this turn logs before its output
+    messages: tuple[ChatMessage, ...]  # the whole conversation, as rendered
+    parent: tuple[str, int] | None  # (session id, events) forked from
+    forkable: bool  # its turns render per message, so it can be forked later
+    gen_prompt: list[int] = field(default_factory=list)  # logged with the output event
+
+
+def head_key(instructions: str | None, tools: tuple[ToolSpec, ...], kwargs: dict) -> str:
+    """A digest of what leads a conversation: instructions, callable tools, template args."""
+    doc = {
+        "instructions": instructions or "",
+        "tools": [[t.qualified_name, t.description, t.parameters] for t in tools],
+        "kwargs": kwargs,
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def message_item(message: ChatMessage) -> dict[str, Any]:
+    """A message as the JSON a session event records."""
+    item: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.reasoning:
+        item["reasoning"] = message.reasoning
+    if message.tool_calls:
+        item["tool_calls"] = [
+            {
+                "call_id": c.call_id,
+                "name": c.name,
+                "arguments": c.arguments,
+                "namespace": c.namespace,
+            }
+            for c in message.tool_calls
+        ]
+    if message.tool_call_id:
+        item["tool_call_id"] = message.tool_call_id
+    return item
+
+
+class PromptBuilder:
+    """Renders a turn with one model's codec and tokenizer."""
+
+    def __init__(self, codec: ChatCodec, tokenize: Any) -> None:
+        self.codec = codec
+        self.tokenize = tokenize
+
+    def render(
+        self,
+        messages: tuple[ChatMessage, ...],
+        tools: tuple[ToolSpec, ...],
+        kwargs: dict,
+        *,
+        generation: bool,
+    ) -> str:
+        """The template's text for ``messages``."""
+        return self.codec.render(
+            list(messages), tools=tools, add_generation_prompt=generation, template_kwargs=kwargs
+        )
+
+    def fresh(
+        self,
+        head: tuple[ChatMessage, ...],
+        rest: tuple[ChatMessage, ...],
+        tools: tuple[ToolSpec, ...],
+        kwargs: dict,
+    ) -> Prompt:
+        """Render a whole conversation; log it message by message when the codec allows."""
+        messages = head + rest
+        text = self.render(messages, tools, kwargs, generation=True)
+        if not self.codec.renders_per_message:
+            tokens = self.tokenize(text)
+            items = [message_item(m) for m in messages]
+            event = PromptEvent("head", {"messages": items}, tokens)
+            return Prompt(text, tokens, [event], messages, None, forkable=False)
+        events: list[PromptEvent] = []
+        done = ""
+        for i in range(len(messages)):
+            upto = self.render(messages[: i + 1], tools, kwargs, generation=False)
+            kind = "head" if i == 0 and head else "input"
+            events.append(
+                PromptEvent(kind, message_item(messages[i]), self.tokenize(upto[len(done) :]))
+            )
+            done = upto
+        if not text.startswith(done):
+            tokens = self.tokenize(text)
+            event = PromptEvent("head", {"messages": [message_item(m) for m in messages]}, tokens)
+            return Prompt(text, tokens, [event], messages, None, forkable=False)
+        tokens = [t for e in events for t in e.tokens]
+        gen_prompt = self.tokenize(text[len(done) :])
+        # The generation prompt is logged as the start of the output event.
+        return Prompt(
+            text, tokens + gen_prompt, events, messages, None, forkable=True, gen_prompt=gen_prompt
+        )
+
+    def fork(
+        self,
+        cont: Continuation,
+        stored_tokens: list[int],
+        head: tuple[ChatMessage, ...],
+        new: tuple[ChatMessage, ...],
+        tools: tuple[ToolSpec, ...],
+        kwargs: dict,
+    ) -> Prompt | None:
+        """Append only ``new`` to a stored session's exact tokens; None if it cannot be done."""
+        before = head + cont.messages
+        messages = before + new
+        stored_text = self.render(before, tools, kwargs, generation=False)
+        text = self.render(messages, tools, kwargs, generation=True)
+        if not text.startswith(stored_text):
+            return None
+        events: list[PromptEvent] = []
+        done = stored_text
+        for i in range(len(before), len(messages)):
+            upto = self.render(messages[: i + 1], tools, kwargs, generation=False)
+            if not upto.startswith(done):
+                return None
+            events.append(
+                PromptEvent("input", message_item(messages[i]), self.tokenize(upto[len(done) :]))
+            )
+            done = upto
+        if not text.startswith(done):
+            return None
+        new_tokens = [t for e in events for t in e.tokens]
+        gen_prompt = self.tokenize(text[len(done) :])
+        parent = (cont.session_id, cont.end) if cont.session_id else None
+        return Prompt(
+            text,
+            stored_tokens + new_tokens + gen_prompt,
+            events,
+            messages,
+            parent,
+            forkable=True,
+            gen_prompt=gen_prompt,
+        )
+
+    def closing(
+        self,
+        prompt: Prompt,
+        generated_text: str,
+        assistant: ChatMessage,
+        tools: tuple[ToolSpec, ...],
+        kwargs: dict,
+    ) -> list[int] | None:
+        """Tokens the template puts after the generated text (e.g. a newline after
+        the end-of-turn token), so the stored session equals the canonical
+        rendering; None when the generated text is not that rendering's prefix."""
+        if not prompt.forkable:
+            return None
+        full = self.render((*prompt.messages, assistant), tools, kwargs, generation=False)
+        spoken = prompt.text + generated_text
+        if not full.startswith(spoken):
+            return None
+        return self.tokenize(full[len(spoken) :]) if len(full) > len(spoken) else []

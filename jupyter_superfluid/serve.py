@@ -1,0 +1,136 @@
+"""The standalone server: the same services and handlers on a plain Tornado server.
+
+``jupyter superfluid serve --model superfluid/tiny-qwen3`` (or
+``python -m jupyter_superfluid serve``) serves ``/v1/...`` and ``/lmsp/v1/...``
+on port 8453. Settings are the ``Superfluid`` traits, read from
+``jupyter_superfluid_config.py`` and the CLI flags below.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import signal
+import sys
+from typing import Any
+
+from jupyter_core.application import JupyterApp
+from tornado import web
+from tornado.httpserver import HTTPServer
+from traitlets import Instance
+
+from . import __version__
+from .config import CLI_ALIASES, Superfluid
+from .services import Services, all_routes
+from .web import concrete_handlers
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only listens on this machine."""
+    if host in ("localhost", ""):
+        return host == "localhost"
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def make_app(services: Services) -> web.Application:
+    """The Tornado application serving every route at the root."""
+    return web.Application(concrete_handlers(all_routes(), services, jupyter=False))
+
+
+class ServeApp(JupyterApp):
+    """Run the superfluid model service without Jupyter."""
+
+    name = "jupyter-superfluid-serve"
+    version = __version__
+    description = __doc__
+    aliases = {**JupyterApp.aliases, **CLI_ALIASES}  # type: ignore[dict-item]
+    classes = [Superfluid]
+    settings = Instance(Superfluid, allow_none=True)
+
+    def initialize(self, argv: Any = None) -> None:
+        """Parse flags and config files."""
+        super().initialize(argv)
+        self.load_config_file("jupyter_superfluid_config")
+        self.settings = Superfluid(parent=self, log=self.log)
+
+    def start(self) -> None:
+        """Serve until Ctrl-C or SIGTERM."""
+        assert self.settings is not None
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(self.serve())
+        self.log.info("superfluid: stopped")
+
+    async def serve(self) -> None:
+        """Listen, log where, and shut down cleanly on a signal."""
+        settings = self.settings
+        assert settings is not None
+        services = Services.create(settings)
+        if not services.keys.enabled and not is_loopback(settings.host):
+            self.log.critical(
+                "superfluid: refusing to listen on %s with no API key: "
+                "pass --api-key or --key-policy, or use --host 127.0.0.1",
+                settings.host,
+            )
+            await services.close()
+            self.exit(2)
+        # Tornado answers a bare 400 past max_body_size; leave room for our 413 below it.
+        server = HTTPServer(
+            make_app(services),
+            max_body_size=max(4 * settings.max_request_bytes, 64 << 20),
+            idle_connection_timeout=3600,
+        )
+        try:
+            server.listen(settings.port, settings.host)
+        except OSError as err:
+            self.log.critical(
+                "superfluid: cannot listen on %s:%s: %s (port in use? try --port)",
+                settings.host,
+                settings.port,
+                err,
+            )
+            await services.close()
+            self.exit(1)
+        self.log.info(
+            "superfluid: listening on http://%s:%s/v1 (LMSP at /lmsp/v1)",
+            settings.host,
+            settings.port,
+        )
+        self.log.info("superfluid: serving %s", services.describe())
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        preload = asyncio.ensure_future(services.preload()) if settings.preload else None
+        await stop.wait()
+        self.log.info("superfluid: shutting down")
+        server.stop()
+        if preload is not None:
+            preload.cancel()
+        await services.close()
+
+
+class SuperfluidCLI(JupyterApp):
+    """``jupyter superfluid``: the model service's command line."""
+
+    name = "jupyter-superfluid"
+    version = __version__
+    description = "jupyter superfluid serve: run the model service standalone."
+    subcommands = {
+        "serve": (ServeApp, ServeApp.description.splitlines()[0]),
+    }
+
+    def start(self) -> None:
+        """Run a subcommand, or explain that one is needed."""
+        if self.subapp is None:
+            print("usage: jupyter superfluid serve [--model M ...] [--port 8453]")
+            self.exit(1)
+        super().start()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of ``jupyter-superfluid`` and ``python -m jupyter_superfluid``."""
+    SuperfluidCLI.launch_instance(argv if argv is not None else sys.argv[1:])

@@ -1,0 +1,62 @@
+"""The durable store: session logs with forks, stored responses, LMSP idempotency and tasks.
+
+Stdlib only (SQLite); knows nothing of HTTP, Jupyter or the engine. See
+``store`` for the on-disk layout and the semantics of commits and deletes.
+"""
+
+from __future__ import annotations
+
+from .idempotency import DEFAULT_IDEMPOTENCY_TTL, IdempotentResult
+from .keys import hash_key, keys_match, new_id
+from .records import (
+    ClaimState,
+    Event,
+    EventHistoryExpired,
+    EventKind,
+    IdempotencyRecord,
+    NewResponse,
+    NewSession,
+    ResponseNotFound,
+    ResponseRecord,
+    SessionConflict,
+    SessionInfo,
+    SessionNotFound,
+    StoreError,
+    TaskEvent,
+    TaskNotFound,
+    TaskRecord,
+    TaskStatus,
+)
+from .schema import LATEST_VERSION
+from .store import STORE_FILE, Store
+from .tasks import DEFAULT_TASK_EVENT_RETENTION, RESTART_PROBLEM
+
+__all__ = [
+    "DEFAULT_IDEMPOTENCY_TTL",
+    "DEFAULT_TASK_EVENT_RETENTION",
+    "LATEST_VERSION",
+    "RESTART_PROBLEM",
+    "STORE_FILE",
+    "ClaimState",
+    "Event",
+    "EventHistoryExpired",
+    "EventKind",
+    "IdempotencyRecord",
+    "IdempotentResult",
+    "NewResponse",
+    "NewSession",
+    "ResponseNotFound",
+    "ResponseRecord",
+    "SessionConflict",
+    "SessionInfo",
+    "SessionNotFound",
+    "Store",
+    "StoreError",
+    "TaskEvent",
+    "TaskNotFound",
+    "TaskRecord",
+    "TaskStatus",
+    "hash_key",
+    "keys_match",
+    "new_id",
+]

@@ -1,0 +1,250 @@
+"""The one base handler: auth, JSON bodies, error shapes, and server-sent events.
+
+Handlers are written once against ``ProtocolHandler`` and made concrete for
+each host by ``concrete_handlers``: on Jupyter they also derive from
+jupyter_server's ``APIHandler`` (Jupyter authenticates them); standalone they
+check superfluid keys themselves. Services are handed to handlers as URLSpec
+kwargs, so nothing here reaches for globals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from tornado import web
+from tornado.iostream import StreamClosedError
+
+from .auth import Principal
+from .errors import APIError, Forbidden, InvalidRequest, Unauthorized
+
+if TYPE_CHECKING:
+    from .services import Services
+
+HTTP_TITLES = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    409: "Conflict",
+    410: "Gone",
+    413: "Payload Too Large",
+    415: "Unsupported Media Type",
+    422: "Unprocessable Content",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+
+
+class ClientGone(Exception):
+    """The client closed the connection of a stream."""
+
+
+def openai_error_body(err: APIError) -> dict[str, Any]:
+    """OpenAI's error shape."""
+    return {
+        "error": {"message": err.message, "type": err.type, "param": err.param, "code": err.code}
+    }
+
+
+def status_error(status: int, message: str | None = None) -> APIError:
+    """An APIError for a bare HTTP status (tornado's own errors, auth failures)."""
+    codes = {
+        401: "unauthorized",
+        403: "forbidden",
+        404: "not_found",
+        405: "method_not_allowed",
+        413: "request_too_large",
+    }
+    text = message or HTTP_TITLES.get(status, "error")
+    return APIError(text, status=status, code=codes.get(status, "invalid_request"))
+
+
+class ProtocolHandler(web.RequestHandler):
+    """Common ground of every superfluid handler, on either host."""
+
+    error_style: ClassVar[str] = "openai"
+    scope: ClassVar[dict[str, str]] = {}  # method -> LMSP scope needed
+    services: Services
+    principal: Principal
+
+    def initialize(self, services: Services) -> None:
+        """Receive the composition root's services (URLSpec kwargs)."""
+        self.services = services
+        self._on_close: list[Callable[[], None]] = []
+
+    # -- auth ---------------------------------------------------------------
+
+    def bearer_token(self) -> str | None:
+        """The credential of ``Authorization: Bearer|token X``, if any."""
+        header = self.request.headers.get("Authorization", "")
+        kind, _, value = header.partition(" ")
+        if kind.lower() in ("bearer", "token") and value.strip():
+            return value.strip()
+        return None
+
+    async def authenticate(self) -> Principal:
+        """Who is calling; standalone: a configured key or, with none, anyone."""
+        keys = self.services.keys
+        token = self.bearer_token()
+        if not keys.enabled:
+            return keys.anonymous()
+        principal = keys.match(token) if token else None
+        if principal is None:
+            raise Unauthorized("missing or invalid API key (Authorization: Bearer KEY)")
+        return principal
+
+    async def prepare(self) -> None:  # type: ignore[override]
+        """Check the body size and authenticate before any method runs."""
+        length = int(self.request.headers.get("Content-Length") or 0)
+        if length > self.services.config.max_request_bytes:
+            raise APIError(
+                f"request body of {length} bytes exceeds the limit of "
+                f"{self.services.config.max_request_bytes}",
+                status=413,
+                code="request_too_large",
+            )
+        self.principal = await self.authenticate()
+        needed = self.scope.get(self.request.method or "")
+        if needed and not self.principal.has_scope(needed):
+            raise APIError(
+                f"this key lacks the scope {needed}", status=403, code="insufficient_scope"
+            )
+
+    # -- bodies -------------------------------------------------------------
+
+    def json_body(self) -> dict[str, Any]:
+        """The request body as a JSON object, or a 400 naming what is wrong."""
+        try:
+            body = json.loads(self.request.body or b"")
+        except (ValueError, UnicodeDecodeError) as err:
+            raise InvalidRequest(f"the request body is not valid JSON: {err}") from err
+        if not isinstance(body, dict):
+            raise InvalidRequest("the request body must be a JSON object")
+        return body
+
+    def write_json(self, obj: Any, status: int = 200) -> None:
+        """Finish with a JSON body."""
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(obj))
+
+    # -- errors -------------------------------------------------------------
+
+    def render_error(self, err: APIError) -> None:
+        """Write ``err`` in this protocol's error shape (overridden by LMSP)."""
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(openai_error_body(err)))
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        """Every error, ours or tornado's, in the protocol's own shape."""
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, APIError):
+            err = exc
+        elif isinstance(exc, web.HTTPError):
+            err = status_error(status_code, exc.log_message)
+        elif status_code >= 500:
+            err = APIError("internal server error", status=status_code, code="internal_error")
+            err.type = "server_error"
+        else:
+            err = status_error(status_code)
+        self.clear_header("Content-Type")
+        self.render_error(err)
+
+    def _handle_request_exception(self, e: BaseException) -> None:
+        # Typed errors carry their own status; tornado would answer 500.
+        if isinstance(e, APIError):
+            if not self._finished:
+                self.send_error(e.status, exc_info=sys.exc_info())
+            return
+        super()._handle_request_exception(e)
+
+    # -- server-sent events ------------------------------------------------
+
+    def start_sse(self) -> None:
+        """Send the headers of an event stream."""
+        self.set_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.set_header("Cache-Control", "no-cache")
+        self.set_header("X-Accel-Buffering", "no")
+
+    async def send_sse(
+        self, data: str, *, event: str | None = None, event_id: int | None = None
+    ) -> None:
+        """Write one event and flush it; ``ClientGone`` if the client left."""
+        lines = []
+        if event_id is not None:
+            lines.append(f"id: {event_id}")
+        if event is not None:
+            lines.append(f"event: {event}")
+        lines.append(f"data: {data}")
+        try:
+            self.write("\n".join(lines) + "\n\n")
+            await self.flush()
+        except StreamClosedError as err:
+            raise ClientGone from err
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` when the client disconnects (cancels generations)."""
+        self._on_close.append(callback)
+
+    def on_connection_close(self) -> None:
+        """Tornado's hook: the client went away."""
+        for callback in self._on_close:
+            callback()
+        super().on_connection_close()
+
+
+class JupyterAuthMixin:
+    """Authenticate through Jupyter (token, cookie + XSRF), or a superfluid key."""
+
+    async def authenticate(self) -> Principal:
+        """A superfluid key if one matches, else Jupyter's own identity."""
+        handler: Any = self
+        keys = handler.services.keys
+        token = handler.bearer_token()
+        principal = keys.match(token) if token and keys.enabled else None
+        if principal is not None:
+            handler._superfluid_key_auth = True
+            handler.current_user = handler._jupyter_current_user = principal.name
+            return principal
+        try:
+            await _jupyter_prepare(handler)
+        except web.HTTPError as err:
+            raise Forbidden(err.log_message or "not authenticated by Jupyter") from err
+        user = handler.current_user
+        if user is None:
+            raise Forbidden("not authenticated by Jupyter")
+        return keys.jupyter_principal(getattr(user, "username", str(user)))
+
+    def check_xsrf_cookie(self) -> None:
+        """Key-authenticated requests carry no cookie, so need no XSRF check."""
+        handler: Any = self
+        if getattr(handler, "_superfluid_key_auth", False):
+            return
+        super().check_xsrf_cookie()  # type: ignore[misc]
+
+
+async def _jupyter_prepare(handler: Any) -> None:
+    from jupyter_server.base.handlers import APIHandler
+
+    result = APIHandler.prepare(handler)
+    if asyncio.iscoroutine(result):
+        await result
+
+
+def concrete_handlers(
+    routes: list[tuple[str, type[ProtocolHandler]]], services: Services, *, jupyter: bool
+) -> list[tuple[str, type, dict[str, Any]]]:
+    """Tornado URL specs for ``routes``, made concrete for Jupyter or standalone."""
+    specs: list[tuple[str, type, dict[str, Any]]] = []
+    for pattern, cls in routes:
+        if jupyter:
+            from jupyter_server.base.handlers import APIHandler
+
+            cls = type(cls.__name__, (JupyterAuthMixin, cls, APIHandler), {})
+        specs.append((pattern, cls, {"services": services}))
+    return specs

@@ -1,0 +1,37 @@
+"""Shared fixtures: one standalone server per test session, and Jupyter config."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_superfluid.pytest_plugin import StandaloneServer, start_standalone
+
+pytest_plugins = ["pytest_jupyter.jupyter_server"]
+
+
+@pytest.fixture
+def jp_server_config(sf_jupyter_config: dict[str, Any]) -> dict[str, Any]:
+    """Every Jupyter server in these tests runs the extension on the tiny models."""
+    return sf_jupyter_config
+
+
+@pytest.fixture(scope="session")
+def standalone(
+    sf_model_cache: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[StandaloneServer]:
+    """One standalone server (no keys) shared by the tests that only read and create."""
+    server = start_standalone(sf_model_cache, tmp_path_factory.mktemp("standalone"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def openai_client(standalone: StandaloneServer) -> Any:
+    """The official sync OpenAI client against the shared standalone server."""
+    import openai
+
+    return openai.OpenAI(base_url=standalone.base_url, api_key="unused", max_retries=0, timeout=120)

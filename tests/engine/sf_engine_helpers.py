@@ -1,0 +1,59 @@
+"""Helpers shared by the engine tests (a plain module: conftest is not importable)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from jupyter_superfluid.engine.base import (
+    EngineEvent,
+    GenerateRequest,
+    GenerationFinished,
+    PromptEvaluated,
+    SamplingParams,
+    TokenGenerated,
+)
+from jupyter_superfluid.engine.llama import LlamaEngine
+
+
+@dataclass
+class Generation:
+    """The events of one finished generation, taken apart."""
+
+    events: list[EngineEvent]
+
+    @property
+    def prompt(self) -> PromptEvaluated:
+        first = self.events[0]
+        assert isinstance(first, PromptEvaluated)
+        return first
+
+    @property
+    def tokens(self) -> list[int]:
+        return [e.token_id for e in self.events if isinstance(e, TokenGenerated)]
+
+    @property
+    def text(self) -> str:
+        return "".join(e.text for e in self.events if isinstance(e, TokenGenerated))
+
+    @property
+    def finished(self) -> GenerationFinished:
+        last = self.events[-1]
+        assert isinstance(last, GenerationFinished)
+        return last
+
+
+async def agenerate(engine: LlamaEngine, prompt: list[int], **sampling: object) -> Generation:
+    """Run one generation to its end."""
+    request = GenerateRequest(tuple(prompt), SamplingParams(**sampling))  # type: ignore[arg-type]
+    return Generation([event async for event in engine.generate(request)])
+
+
+def generate(engine: LlamaEngine, prompt: list[int], **sampling: object) -> Generation:
+    """``agenerate`` from synchronous test code."""
+    return asyncio.run(agenerate(engine, prompt, **sampling))
+
+
+def chat_prompt(engine: LlamaEngine, user: str) -> list[int]:
+    """A ChatML prompt asking ``user``, ready for the assistant's answer."""
+    return engine.tokenize(f"<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n")
