@@ -21,13 +21,13 @@ class SuperfluidApp(ExtensionApp):
     load_other_extensions = True
     classes = [Superfluid]
 
-    settings = Instance(Superfluid, allow_none=True)
+    superfluid = Instance(Superfluid, allow_none=True)
     services: Services | None = None
 
     def initialize_settings(self) -> None:
         """Build the services from the server's config (``c.Superfluid.*``)."""
-        self.settings = Superfluid(parent=self.serverapp, log=self.log)
-        self.services = Services.create(self.settings)
+        self.superfluid = Superfluid(parent=self.serverapp, log=self.log)
+        self.services = Services.create(self.superfluid)
         self.log.info("superfluid: serving %s", self.services.describe())
 
     def initialize_handlers(self) -> None:
@@ -37,7 +37,7 @@ class SuperfluidApp(ExtensionApp):
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         """Begin loading the first model once the server runs, if asked to."""
-        if self.services is not None and self.settings is not None and self.settings.preload:
+        if self.services is not None and self.superfluid is not None and self.superfluid.preload:
             self._preload = asyncio.ensure_future(self.services.preload())
 
     async def stop_extension(self) -> None:

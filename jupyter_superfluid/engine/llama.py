@@ -68,6 +68,7 @@ class LlamaEngine:
         cache_slots: int = 8,
         kv_tokens: int | None = None,
         batch_size: int = 512,
+        flash_attention: bool | None = False,
     ) -> LlamaEngine:
         """Load ``path`` (blocking; run it in a thread). Raises ModelLoadError."""
         started = time.monotonic()
@@ -85,6 +86,7 @@ class LlamaEngine:
                 n_seq_max=cache_slots,
                 n_batch=batch_size,
                 threads=threads or default_threads(),
+                flash_attention=flash_attention,
             )
         except BaseException:
             L.llama_model_free(model)

@@ -104,7 +104,13 @@ def load_model(path: Path, *, gpu_layers: int = 0) -> Any:
 
 
 def create_context(
-    model: Any, *, n_ctx: int, n_seq_max: int, n_batch: int, threads: int
+    model: Any,
+    *,
+    n_ctx: int,
+    n_seq_max: int,
+    n_batch: int,
+    threads: int,
+    flash_attention: bool | None = False,
 ) -> Any:
     """A multi-sequence context with one unified KV cache shared by all sequences."""
     params = L.llama_context_default_params()
@@ -118,6 +124,11 @@ def create_context(
     # tags shared cells (no copy), which is what makes forks cheap.
     params.kv_unified = True
     params.no_perf = True
+    params.flash_attn_type = {
+        None: L.LLAMA_FLASH_ATTN_TYPE_AUTO,
+        True: L.LLAMA_FLASH_ATTN_TYPE_ENABLED,
+        False: L.LLAMA_FLASH_ATTN_TYPE_DISABLED,
+    }[flash_attention]
     mark = log_mark()
     ctx = L.llama_init_from_model(model, params)
     if not ctx:

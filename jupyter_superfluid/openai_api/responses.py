@@ -361,6 +361,10 @@ def _with_ids(items: list[dict[str, Any]], rid: str) -> list[dict[str, Any]]:
         item = dict(item)
         kind = item.get("type", "message")
         item.setdefault("type", kind)
+        if kind == "message" and isinstance(item.get("content"), str):
+            # Stored input items carry content parts, as OpenAI lists them.
+            part = "output_text" if item.get("role") == "assistant" else "input_text"
+            item["content"] = [{"type": part, "text": item["content"]}]
         if "id" not in item:
             prefix = {
                 "message": "msg",

@@ -1,0 +1,426 @@
+"""The Responses API through the official openai SDK, on the standalone server."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import httpx
+import jsonschema
+import openai
+import pytest
+from openai.types.responses import Response, ResponseStreamEvent
+from pydantic import TypeAdapter
+
+CHATML = "superfluid/tiny-chatml"
+QWEN = "superfluid/tiny-qwen3"
+EVENTS = TypeAdapter(ResponseStreamEvent)
+CITY = {
+    "type": "object",
+    "properties": {"city": {"enum": ["Paris", "Oslo"]}},
+    "required": ["city"],
+    "additionalProperties": False,
+}
+WEATHER = {"type": "function", "name": "get_weather", "description": "Weather.", "parameters": CITY}
+CRM = {
+    "type": "namespace",
+    "name": "crm",
+    "description": "Customers.",
+    "tools": [
+        {
+            "type": "function",
+            "name": "lookup",
+            "parameters": {
+                "type": "object",
+                "properties": {"id": {"type": "integer"}},
+                "required": ["id"],
+                "additionalProperties": False,
+            },
+        }
+    ],
+}
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"enum": ["ada", "bob"]}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+
+
+def test_create_returns_the_spec_shape(openai_client):
+    r = openai_client.responses.create(
+        model=CHATML,
+        input="Hello",
+        instructions="Be terse.",
+        max_output_tokens=12,
+        temperature=0.5,
+        top_p=0.9,
+        metadata={"k": "v"},
+        extra_body={"seed": 1},
+    )
+    assert re.fullmatch(r"resp_[0-9a-f]{32}", r.id)
+    assert r.object == "response" and r.status in ("completed", "incomplete")
+    assert r.model == CHATML and r.previous_response_id is None and r.store is True
+    assert r.instructions == "Be terse." and r.metadata == {"k": "v"}
+    assert (r.temperature, r.top_p, r.max_output_tokens) == (0.5, 0.9, 12)
+    assert r.parallel_tool_calls is True and r.truncation == "disabled"
+    assert r.tool_choice == "auto" and r.tools == [] and r.text.format.type == "text"
+    hexid = r.id.removeprefix("resp_")
+    for index, item in enumerate(r.output):
+        assert item.id.endswith(f"{hexid}_{index}")
+    msg = [o for o in r.output if o.type == "message"]
+    if msg:
+        assert msg[0].content[0].type == "output_text"
+        assert msg[0].content[0].annotations == [] and msg[0].content[0].logprobs == []
+    u = r.usage
+    assert u.total_tokens == u.input_tokens + u.output_tokens
+    assert 0 <= u.input_tokens_details.cached_tokens <= u.input_tokens
+    assert u.output_tokens <= 12
+    if r.status == "incomplete":
+        assert r.incomplete_details.reason == "max_output_tokens" and u.output_tokens == 12
+
+
+def test_incomplete_at_max_output_tokens(openai_client):
+    r = openai_client.responses.create(
+        model=CHATML, input="x", max_output_tokens=2, extra_body={"seed": 7}
+    )
+    assert r.status == "incomplete"
+    assert r.incomplete_details.reason == "max_output_tokens"
+    assert r.usage.output_tokens == 2
+
+
+def test_stream_events_in_order_and_typed(openai_client):
+    with openai_client.responses.stream(
+        model=CHATML, input="stream", max_output_tokens=300, extra_body={"seed": 3}
+    ) as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    names = [e.type for e in events]
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    assert names[:2] == ["response.created", "response.in_progress"]
+    assert names[-1] in ("response.completed", "response.incomplete")
+    body = names[2:-1]
+    expected = []
+    for item in final.output:
+        assert item.type == "message"
+        deltas = [n for n in body if n == "response.output_text.delta"]
+        expected += [
+            "response.output_item.added",
+            "response.content_part.added",
+            *deltas,
+            "response.output_text.done",
+            "response.content_part.done",
+            "response.output_item.done",
+        ]
+    assert body == expected
+    assert events[0].response.status == "in_progress" and events[0].response.output == []
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert text == final.output_text
+    for e in events:  # every event parses into the SDK's own typed models
+        EVENTS.validate_python(e.model_dump(mode="json", exclude_unset=True))
+    stored = openai_client.responses.retrieve(final.id)
+    assert stored.output_text == final.output_text and stored.usage == final.usage
+    assert [o.id for o in stored.output] == [o.id for o in final.output]
+
+
+def test_raw_stream_has_no_done_marker(standalone):
+    body = {"model": CHATML, "input": "raw", "max_output_tokens": 4, "stream": True}
+    with httpx.stream("POST", standalone.base_url + "/responses", json=body, timeout=60) as r:
+        assert r.headers["content-type"].startswith("text/event-stream")
+        assert int(r.headers["x-superfluid-warm"]) >= 0
+        lines = list(r.iter_lines())
+    assert not any("[DONE]" in ln for ln in lines)
+    events = [ln[7:] for ln in lines if ln.startswith("event: ")]
+    datas = [json.loads(ln[6:]) for ln in lines if ln.startswith("data: ")]
+    assert events == [d["type"] for d in datas]
+
+
+def test_reasoning_items_with_thinking_and_none_without(openai_client):
+    thinking = openai_client.responses.create(
+        model=QWEN, input="think", max_output_tokens=60, extra_body={"seed": 2}
+    )
+    first = thinking.output[0]
+    assert first.type == "reasoning" and first.summary == []
+    assert first.content[0].type == "reasoning_text" and first.content[0].text
+    assert thinking.usage.output_tokens_details.reasoning_tokens > 0
+    plain = openai_client.responses.create(
+        model=QWEN,
+        input="think",
+        max_output_tokens=60,
+        reasoning={"effort": "none"},
+        extra_body={"seed": 2},
+    )
+    assert all(o.type != "reasoning" for o in plain.output)
+    assert plain.usage.output_tokens_details.reasoning_tokens == 0
+    assert plain.reasoning.effort == "none"
+
+
+@pytest.mark.parametrize(
+    ("tools", "choice", "name", "namespace"),
+    [
+        ([WEATHER], "required", "get_weather", None),
+        ([WEATHER, CRM], {"type": "function", "name": "get_weather"}, "get_weather", None),
+        ([WEATHER, CRM], {"type": "function", "name": "crm.lookup"}, "lookup", "crm"),
+    ],
+)
+def test_forced_calls_plain_and_namespaced(openai_client, tools, choice, name, namespace):
+    r = openai_client.responses.create(
+        model=QWEN,
+        input="call",
+        tools=tools,
+        tool_choice=choice,
+        max_output_tokens=200,
+        reasoning={"effort": "none"},
+        extra_body={"seed": 5},
+    )
+    calls = [o for o in r.output if o.type == "function_call"]
+    assert r.status == "completed" and len(calls) == 1
+    call = calls[0]
+    assert (call.name, call.namespace) == (name, namespace)
+    assert call.call_id.startswith("call_") and call.status == "completed"
+    schema = CITY if name == "get_weather" else CRM["tools"][0]["parameters"]
+    jsonschema.validate(json.loads(call.arguments), schema)
+
+
+def test_tool_loop_and_output_round_trips_as_input(openai_client):
+    first = openai_client.responses.create(
+        model=QWEN,
+        input="weather in Paris?",
+        tools=[WEATHER],
+        tool_choice="required",
+        max_output_tokens=200,
+        extra_body={"seed": 6},
+    )
+    call = next(o for o in first.output if o.type == "function_call")
+    # A client managing its own context sends the output back as is, plus the result.
+    items = [
+        {"role": "user", "content": "weather in Paris?"},
+        *[o.model_dump(exclude_none=True) for o in first.output],
+        {"type": "function_call_output", "call_id": call.call_id, "output": '{"temp": 17}'},
+    ]
+    second = openai_client.responses.create(
+        model=QWEN,
+        input=items,
+        tools=[WEATHER],
+        tool_choice="none",
+        max_output_tokens=30,
+        extra_body={"seed": 6},
+    )
+    assert second.status in ("completed", "incomplete")
+    assert all(o.type != "function_call" for o in second.output)
+    listed = openai_client.responses.input_items.list(second.id, order="asc").data
+    assert [i.type for i in listed] == [i.get("type", "message") for i in items]
+    # Continuing by id instead gives the model the same conversation.
+    third = openai_client.responses.create(
+        previous_response_id=first.id,
+        tools=[WEATHER],
+        tool_choice="none",
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "17"}],
+        max_output_tokens=10,
+    )
+    assert third.model == QWEN and third.previous_response_id == first.id
+
+
+def test_json_schema_output_validates(openai_client):
+    r = openai_client.responses.create(
+        model=CHATML,
+        input="person",
+        max_output_tokens=200,
+        extra_body={"seed": 4},
+        text={
+            "format": {"type": "json_schema", "name": "person", "schema": PERSON, "strict": True}
+        },
+    )
+    assert r.status == "completed"
+    jsonschema.validate(json.loads(r.output_text), PERSON)
+    assert r.text.format.type == "json_schema"
+
+
+def test_previous_response_chain_defaults_model(openai_client):
+    a = openai_client.responses.create(model=QWEN, input="My name is Ada.", max_output_tokens=8)
+    b = openai_client.responses.create(
+        previous_response_id=a.id, input="Name?", max_output_tokens=8
+    )
+    c = openai_client.responses.create(
+        previous_response_id=b.id, input="Again?", max_output_tokens=8
+    )
+    assert (b.model, c.model) == (QWEN, QWEN)
+    assert c.previous_response_id == b.id and b.previous_response_id == a.id
+    assert c.usage.input_tokens > b.usage.input_tokens > a.usage.input_tokens
+
+
+def test_retrieve_delete_and_input_items_pagination(openai_client):
+    items = [{"role": "user", "content": f"m{i}"} for i in range(5)]
+    r = openai_client.responses.create(model=CHATML, input=items, max_output_tokens=3)
+    assert openai_client.responses.retrieve(r.id).id == r.id
+    desc = openai_client.responses.input_items.list(r.id, limit=2)
+    assert len(desc.data) == 2 and desc.has_more
+    texts = [i.content[0].text for i in desc.data]
+    assert texts == ["m4", "m3"]
+    rest = openai_client.responses.input_items.list(r.id, limit=10, after=desc.last_id)
+    assert [i.content[0].text for i in rest.data] == ["m2", "m1", "m0"] and not rest.has_more
+    asc = openai_client.responses.input_items.list(r.id, order="asc", limit=3)
+    assert [i.content[0].text for i in asc.data] == ["m0", "m1", "m2"] and asc.has_more
+    deleted = openai_client.responses.delete(r.id)
+    assert deleted is None or getattr(deleted, "deleted", True)
+    with pytest.raises(openai.NotFoundError):
+        openai_client.responses.retrieve(r.id)
+
+
+def test_delete_body_shape(standalone, openai_client):
+    r = openai_client.responses.create(model=CHATML, input="x", max_output_tokens=2)
+    out = httpx.delete(f"{standalone.base_url}/responses/{r.id}", timeout=30)
+    assert out.json() == {"id": r.id, "object": "response", "deleted": True}
+
+
+def test_store_false_is_answered_not_kept(openai_client):
+    r = openai_client.responses.create(model=CHATML, input="x", max_output_tokens=2, store=False)
+    assert r.store is False and r.output is not None
+    with pytest.raises(openai.NotFoundError):
+        openai_client.responses.retrieve(r.id)
+    with pytest.raises(openai.BadRequestError) as info:
+        openai_client.responses.create(previous_response_id=r.id, input="y")
+    assert info.value.code == "previous_response_not_found"
+    assert info.value.body["param"] == "previous_response_id"
+
+
+BAD = [
+    ({"model": CHATML}, "input", None),
+    ({"input": "x"}, "model", None),
+    ({"model": "ghost", "input": "x"}, "model", "model_not_found"),
+    (
+        {"model": CHATML, "input": "x", "previous_response_id": "resp_nope"},
+        "previous_response_id",
+        "previous_response_not_found",
+    ),
+    (
+        {"model": CHATML, "input": "x", "tools": [{"type": "web_search"}]},
+        "tools[0].type",
+        "unsupported_tool",
+    ),
+    (
+        {"model": CHATML, "input": "x", "tools": [{"type": "code_interpreter"}]},
+        "tools[0].type",
+        "unsupported_tool",
+    ),
+    ({"model": CHATML, "input": "x", "background": True}, "background", "unsupported_parameter"),
+    (
+        {"model": CHATML, "input": "x", "conversation": "conv_1"},
+        "conversation",
+        "unsupported_parameter",
+    ),
+    (
+        {"model": CHATML, "input": "x", "prompt": {"id": "pmpt_1"}},
+        "prompt",
+        "unsupported_parameter",
+    ),
+    (
+        {"model": CHATML, "input": [{"type": "item_reference", "id": "msg_1"}]},
+        "input[0]",
+        "unsupported_parameter",
+    ),
+    (
+        {
+            "model": CHATML,
+            "input": [{"role": "user", "content": [{"type": "input_file", "file_id": "file_1"}]}],
+        },
+        "input[0].content[0]",
+        "unsupported_parameter",
+    ),
+    (
+        {
+            "model": CHATML,
+            "input": [{"role": "user", "content": [{"type": "input_image", "file_id": "file_1"}]}],
+        },
+        "input[0].content[0]",
+        "unsupported_parameter",
+    ),
+    (
+        {
+            "model": CHATML,
+            "input": [
+                {
+                    "role": "user",
+                    "content": [{"type": "input_image", "image_url": "https://example.com/a.png"}],
+                }
+            ],
+        },
+        "input[0].content[0].image_url",
+        "unsupported_input",
+    ),
+    (
+        {
+            "model": CHATML,
+            "input": [
+                {
+                    "role": "user",
+                    "content": [{"type": "input_image", "image_url": "data:image/png;base64,AA=="}],
+                }
+            ],
+        },
+        "input[0].content[0]",
+        "unsupported_input",
+    ),
+    (
+        {"model": CHATML, "input": "x", "tool_choice": {"type": "file_search"}},
+        "tool_choice",
+        "unsupported_parameter",
+    ),
+    (
+        {
+            "model": CHATML,
+            "input": "x",
+            "tools": [WEATHER],
+            "tool_choice": {"type": "function", "name": "ghost"},
+        },
+        "tool_choice.name",
+        None,
+    ),
+    ({"model": CHATML, "input": "x", "temperature": 3}, "temperature", None),
+    ({"model": CHATML, "input": "x", "max_output_tokens": 0}, "max_output_tokens", None),
+    ({"model": CHATML, "input": [{"role": "robot", "content": "x"}]}, "input[0].role", None),
+    (
+        {"model": CHATML, "input": "x", "text": {"format": {"type": "json_schema"}}},
+        "text.format.schema",
+        None,
+    ),
+    ({"model": CHATML, "input": "x", "reasoning": {"effort": "max"}}, "reasoning.effort", None),
+]
+
+
+@pytest.mark.parametrize(("body", "param", "code"), BAD)
+def test_bad_requests_are_400_naming_the_field(standalone, body, param, code):
+    r = httpx.post(standalone.base_url + "/responses", json=body, timeout=30)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["param"] == param, err
+    assert err["type"] == "invalid_request_error"
+    if code:
+        assert err["code"] == code
+
+
+def test_sdk_surfaces_errors_with_code_and_param(openai_client):
+    with pytest.raises(openai.BadRequestError) as info:
+        openai_client.responses.create(model=CHATML, input="x", previous_response_id="resp_0")
+    assert info.value.code == "previous_response_not_found"
+    with pytest.raises(openai.BadRequestError) as info:
+        openai_client.responses.create(model=CHATML, input="x", tools=[{"type": "web_search"}])
+    assert info.value.code == "unsupported_tool"
+    with pytest.raises(openai.NotFoundError):
+        openai_client.responses.retrieve("resp_unknown")
+    with pytest.raises(openai.NotFoundError):
+        openai_client.responses.input_items.list("resp_unknown")
+
+
+def test_cancel_is_400(openai_client):
+    r = openai_client.responses.create(model=CHATML, input="x", max_output_tokens=2)
+    with pytest.raises(openai.BadRequestError) as info:
+        openai_client.responses.cancel(r.id)
+    assert info.value.code == "unsupported_parameter"
+
+
+def test_final_response_validates_as_sdk_model(openai_client):
+    r = openai_client.responses.create(
+        model=QWEN, input="v", max_output_tokens=20, tools=[WEATHER, CRM]
+    )
+    Response.model_validate(r.model_dump(mode="json"))

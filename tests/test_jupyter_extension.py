@@ -1,0 +1,129 @@
+"""The extension inside a real Jupyter server: base URL, Jupyter auth, the SDK, responsiveness."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import openai
+import pytest
+from tornado.httpclient import HTTPClientError
+
+from jupyter_superfluid.engine.testmodels import EOS_TOKEN, vocabulary
+
+
+def jupyter_url(port: int, base_url: str) -> str:
+    return f"http://localhost:{port}{base_url}"
+
+
+def sdk(port, base_url, token, **kw):
+    return openai.AsyncOpenAI(
+        base_url=jupyter_url(port, base_url) + "v1", api_key=token, max_retries=0, timeout=120, **kw
+    )
+
+
+def test_pip_install_enables_the_extension():
+    jupyter = Path(sys.executable).with_name("jupyter")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER_CONFIG")}
+    out = subprocess.run(
+        [str(jupyter), "server", "extension", "list"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    text = out.stdout + out.stderr
+    assert "jupyter_superfluid" in text and "enabled" in text.split("jupyter_superfluid")[1]
+
+
+async def test_routes_live_under_the_base_url(jp_fetch, jp_base_url):
+    assert jp_base_url == "/a%40b/"  # pytest-jupyter's default catches hard-coded paths
+    r = await jp_fetch("v1", "models")
+    ids = [m["id"] for m in json.loads(r.body)["data"]]
+    assert ids == ["superfluid/tiny-chatml", "superfluid/tiny-qwen3"]
+
+
+async def test_unauthenticated_requests_get_403(jp_fetch):
+    for path, method, body in [
+        (("v1", "models"), "GET", None),
+        (("v1", "chat", "completions"), "POST", "{}"),
+        (("v1", "responses"), "POST", "{}"),
+    ]:
+        with pytest.raises(HTTPClientError) as info:
+            await jp_fetch(*path, method=method, body=body, headers={"Authorization": ""})
+        assert info.value.code == 403
+        err = json.loads(info.value.response.body)["error"]
+        assert err["code"] == "forbidden"
+
+
+async def test_openai_sdk_with_the_jupyter_token(jp_fetch, jp_http_port, jp_base_url, jp_serverapp):
+    client = sdk(jp_http_port, jp_base_url, jp_serverapp.identity_provider.token)
+    models = [m.id async for m in client.models.list()]
+    assert "superfluid/tiny-qwen3" in models
+    out = await client.chat.completions.create(
+        model="superfluid/tiny-chatml",
+        messages=[{"role": "user", "content": "hi"}],
+        max_tokens=5,
+        seed=1,
+    )
+    assert out.usage.completion_tokens <= 5
+    stream = await client.chat.completions.create(
+        model="superfluid/tiny-chatml",
+        messages=[{"role": "user", "content": "hi"}],
+        max_tokens=5,
+        seed=1,
+        stream=True,
+    )
+    text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+    assert text == out.choices[0].message.content
+
+
+async def test_superfluid_api_key_is_accepted_too(
+    jp_fetch, jp_http_port, jp_base_url, jp_serverapp
+):
+    # The key is configured on the running app's services: keys are read per request.
+    from jupyter_superfluid.auth import KeyRing
+
+    app = jp_serverapp.extension_manager.extension_apps["jupyter_superfluid"]
+    services = next(iter(app)).services
+    services.keys = KeyRing(["sk-superfluid-test"])
+    client = sdk(jp_http_port, jp_base_url, "sk-superfluid-test")
+    out = await client.chat.completions.create(
+        model="superfluid/tiny-chatml", messages=[{"role": "user", "content": "k"}], max_tokens=3
+    )
+    assert out.choices[0].message.role == "assistant"
+    bad = sdk(jp_http_port, jp_base_url, "sk-wrong")
+    with pytest.raises(openai.PermissionDeniedError):
+        await bad.models.list()
+
+
+async def test_jupyter_answers_while_a_model_generates(
+    jp_fetch, jp_http_port, jp_base_url, jp_serverapp
+):
+    client = sdk(jp_http_port, jp_base_url, jp_serverapp.identity_provider.token)
+    seen_during = 0
+    # Banning the end-of-turn token forces a long answer, so the stream is surely open below.
+    eos = str(vocabulary()[0].index(EOS_TOKEN))
+    stream = await client.chat.completions.create(
+        model="superfluid/tiny-chatml",
+        messages=[{"role": "user", "content": "long"}],
+        max_tokens=1500,
+        temperature=1.0,
+        seed=3,
+        stream=True,
+        logit_bias={eos: -100},
+    )
+    chunks = 0
+    async for chunk in stream:
+        chunks += 1
+        if chunks % 100 == 0:
+            r = await jp_fetch("api", "status")
+            assert r.code == 200
+            seen_during += 1
+        if chunk.choices and chunk.choices[0].finish_reason:
+            break
+    assert seen_during >= 3  # the server answered /api/status mid-generation, repeatedly
