@@ -105,6 +105,9 @@ class TaggedOutputParser:
         self._mode = _Mode.REASONING if opens_reasoning and tags.think_close else _Mode.TEXT
         self._buf = ""  # text not yet handled: a possible tag start, or a call's body
         self._newlines = ""  # trailing newlines held back: they may be template layout
+        # Only templates with tags put layout newlines around them; plain text is verbatim,
+        # so a reply re-renders exactly as generated (and its session can fork warm).
+        self._layout = bool(tags.think_open or tags.call_open)
         self._call_body = ""
         self._open: _Open | None = None
         self._next_index = 0
@@ -193,6 +196,14 @@ class TaggedOutputParser:
     # -- reasoning and message text -------------------------------------------------
 
     def _emit_text(self, kind: ItemKind, text: str, events: list[ChatEvent]) -> None:
+        if not self._layout:
+            if text:
+                if self._open is None:
+                    self._start(events, kind)
+                assert self._open is not None
+                self._open.text += text
+                events.append(TextDelta(self._open.index, kind, text))
+            return
         text = self._newlines + text
         if self._open is None:
             # The template puts newlines after <think>, </think> and between calls.

@@ -73,19 +73,35 @@ class PrefixCache:
         """Whether a new sequence can start now."""
         return any(not s.busy for s in self.slots)
 
-    def place(self, prompt: tuple[int, ...]) -> Placement | None:
-        """Claim a slot for ``prompt`` and set its KV to the reusable prefix; None if all busy."""
-        if not self.has_idle():
-            return None
+    def best_match(self, prompt: tuple[int, ...]) -> tuple[Slot, int, bool]:
+        """The slot sharing the longest usable prefix: (slot, reusable length, whole).
+
+        ``whole`` says the slot holds nothing beyond that prefix of the prompt.
+        Ties go to idle, then most recently used slots.
+        """
         limit = len(prompt) - 1  # the last prompt token is always evaluated, for its logits
         best, best_lcp, whole = self.slots[0], 0, False
         for slot in sorted(self.slots, key=lambda s: (s.busy, -s.last_used)):
             raw = common_prefix(slot.tokens, prompt)
             if min(raw, limit) > best_lcp:
                 best, best_lcp, whole = slot, min(raw, limit), raw == len(slot.tokens)
+        return best, best_lcp, whole
+
+    def place(
+        self, prompt: tuple[int, ...], protect: frozenset[int] = frozenset()
+    ) -> Placement | None:
+        """Claim a slot for ``prompt`` with its KV set to the reusable prefix.
+
+        None when every slot is busy. Slots whose seq_id is in ``protect`` (the
+        best matches of other waiting prompts) are overwritten only if nothing
+        else is idle, so admitting a burst does not evict its own cache hits.
+        """
+        if not self.has_idle():
+            return None
+        best, best_lcp, whole = self.best_match(prompt)
         if best_lcp and whole and not best.busy:
             return self._claim(best, best_lcp, None)  # extend in place
-        target = self._free_slot(avoid=best if best_lcp else None)
+        target = self._free_slot(avoid=best if best_lcp else None, protect=protect)
         if best_lcp == 0:
             return self._claim(target, 0, None)
         if target is best:
@@ -95,11 +111,11 @@ class PrefixCache:
         target.tokens = best.tokens[:best_lcp]
         return self._claim(target, best_lcp, best)
 
-    def _free_slot(self, avoid: Slot | None) -> Slot:
-        """An idle slot to overwrite: empty first, then least recently used."""
+    def _free_slot(self, avoid: Slot | None, protect: frozenset[int]) -> Slot:
+        """An idle slot to overwrite: empty first, then unprotected, then least recently used."""
         idle = [s for s in self.slots if not s.busy]
         others = [s for s in idle if s is not avoid] or idle
-        return min(others, key=lambda s: (len(s.tokens) > 0, s.last_used))
+        return min(others, key=lambda s: (len(s.tokens) > 0, s.seq_id in protect, s.last_used))
 
     def _claim(self, slot: Slot, reused: int, source: Slot | None) -> Placement:
         """Trim ``slot`` to its first ``reused`` tokens and mark it busy."""

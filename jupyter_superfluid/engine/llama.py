@@ -22,8 +22,11 @@ Why it looks like this:
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
+import threading
 import time
+import weakref
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -44,6 +47,16 @@ from .worker import Sequence, Worker
 
 log = logging.getLogger(__name__)
 
+# Engines still open at interpreter exit are closed first, so no worker thread
+# is inside llama.cpp while the interpreter tears down.
+_open_engines: weakref.WeakSet[LlamaEngine] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_engines() -> None:
+    for engine in list(_open_engines):
+        engine.close_sync()
+
 
 class LlamaEngine:
     """A loaded GGUF model serving concurrent generations with a prefix cache."""
@@ -55,6 +68,8 @@ class LlamaEngine:
         self._vocab = vocab
         self._worker = worker
         self._closed = False
+        self._close_lock = threading.Lock()
+        _open_engines.add(self)
 
     @classmethod
     def load(
@@ -70,45 +85,48 @@ class LlamaEngine:
         batch_size: int = 512,
         flash_attention: bool | None = False,
     ) -> LlamaEngine:
-        """Load ``path`` (blocking; run it in a thread). Raises ModelLoadError."""
+        """Load ``path`` (blocking; run it in a thread). Raises ModelLoadError.
+
+        ``context_size`` is each conversation's window (capped at the model's
+        training context); ``kv_tokens`` the KV cells all slots share (default
+        two windows); ``flash_attention`` trades exactness for memory (see
+        ``native.create_context``).
+        """
         started = time.monotonic()
         path = Path(path)
         model = load_model(path, gpu_layers=gpu_layers)
+        ctx = None
         try:
             vocab = Vocab(model)
             context_size = min(context_size, L.llama_model_n_ctx_train(model))
-            # Default KV room: two full windows shared by all slots (a unified
-            # cache lets any one conversation use its whole window).
-            kv = max(kv_tokens or 2 * context_size, context_size)
             ctx = create_context(
                 model,
-                n_ctx=kv,
+                n_ctx=max(kv_tokens or 2 * context_size, context_size),
                 n_seq_max=cache_slots,
                 n_batch=batch_size,
                 threads=threads or default_threads(),
                 flash_attention=flash_attention,
             )
+            info = _model_info(model_id, path, model, vocab, context_size)
+            # llama.cpp clamps n_batch to n_ctx (and aborts on a larger batch).
+            n_batch = L.llama_n_batch(ctx)
+            worker = Worker(
+                ctx,
+                vocab,
+                n_slots=cache_slots,
+                n_batch=n_batch,
+                context_size=context_size,
+                name=model_id,
+            )
         except BaseException:
+            if ctx is not None:
+                L.llama_free(ctx)
             L.llama_model_free(model)
             raise
-        info = _model_info(model_id, path, model, vocab, context_size)
-        worker = Worker(
-            ctx,
-            vocab,
-            n_slots=cache_slots,
-            # llama.cpp clamps n_batch to n_ctx, and aborts on a larger batch.
-            n_batch=L.llama_n_batch(ctx),
-            context_size=context_size,
-            name=model_id,
-        )
+        elapsed = time.monotonic() - started
         log.info(
-            "loaded %s from %s in %.2fs (context %d, %d slots, %d KV cells)",
-            model_id,
-            path,
-            time.monotonic() - started,
-            context_size,
-            cache_slots,
-            L.llama_n_ctx(ctx),
+            "loaded %s from %s in %.2fs (window %d, %d slots, %d KV cells)",
+            *(model_id, path, elapsed, context_size, cache_slots, L.llama_n_ctx(ctx)),
         )
         return cls(info, model, ctx, vocab, worker)
 
@@ -137,21 +155,28 @@ class LlamaEngine:
 
     def tokenize(self, text: str, *, special: bool = True) -> list[int]:
         """Token ids of ``text`` (BOS only if the model asks for it)."""
+        self._check_open()
         return self._vocab.tokenize(text, add_special=self._vocab.add_bos, parse_special=special)
 
     def detokenize(self, tokens: list[int]) -> str:
         """Text of ``tokens``, control tokens rendered."""
+        self._check_open()
         return self._vocab.detokenize(tokens)
+
+    def _check_open(self) -> None:
+        """Refuse calls that would touch the freed model."""
+        if self._closed:
+            raise EngineError("the engine is closed")
 
     def generate(self, request: GenerateRequest) -> AsyncIterator[EngineEvent]:
         """Stream PromptEvaluated, TokenGenerated*, GenerationFinished.
 
         Raises at once (before evaluating anything): ContextOverflowError when
         the prompt leaves no room for one token, EngineError for an empty
-        prompt, an unknown token id, an invalid grammar or a closed engine.
+        prompt, an unknown token id, ``max_tokens`` < 1, an invalid grammar or a
+        closed engine.
         """
-        if self._closed:
-            raise EngineError("the engine is closed")
+        self._check_open()
         prompt = request.prompt_tokens
         if not prompt:
             raise EngineError("empty prompt")
@@ -162,18 +187,23 @@ class LlamaEngine:
                 prompt_tokens=len(prompt),
                 context_size=self._info.context_size,
             )
+        if request.sampling.max_tokens is not None and request.sampling.max_tokens < 1:
+            raise EngineError("max_tokens must be at least 1")
         n_vocab = self._vocab.n_tokens
         if any(not 0 <= t < n_vocab for t in prompt):
             raise EngineError(f"prompt has token ids outside the vocabulary (0..{n_vocab - 1})")
         sampler = build_sampler(self._vocab, request.sampling)
         return self._stream(request, sampler)
 
-    async def _stream(self, request: GenerateRequest, sampler: Sampler) -> AsyncIterator[EngineEvent]:
+    async def _stream(
+        self, request: GenerateRequest, sampler: Sampler
+    ) -> AsyncIterator[EngineEvent]:
         """Submit to the worker and relay its events; closing cancels."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[EngineEvent] = asyncio.Queue()
 
         def emit(event: EngineEvent) -> bool:
+            """Hand an event to the loop (from the worker thread); False if it is gone."""
             try:
                 loop.call_soon_threadsafe(queue.put_nowait, event)
             except RuntimeError:  # the loop is closed: nobody is listening
@@ -202,20 +232,24 @@ class LlamaEngine:
         await asyncio.to_thread(self.close_sync)
 
     def close_sync(self) -> None:
-        """Blocking ``close()`` (idempotent)."""
-        if self._closed:
-            return
-        self._closed = True
+        """Blocking ``close()`` (idempotent, thread-safe)."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
         self._worker.stop()
         L.llama_free(self._ctx)
         L.llama_model_free(self._model)
         log.info("closed %s", self._info.id)
 
 
-def _model_info(model_id: str, path: Path, model: Any, vocab: Vocab, context_size: int) -> ModelInfo:
+def _model_info(
+    model_id: str, path: Path, model: Any, vocab: Vocab, context_size: int
+) -> ModelInfo:
     """ModelInfo from the GGUF metadata and the vocabulary."""
 
     def text(token: int) -> str:
+        """A special token's text; empty when the model has none."""
         return vocab.piece(token).decode("utf-8", errors="replace") if token >= 0 else ""
 
     return ModelInfo(

@@ -42,7 +42,9 @@ def _on_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
     _log_state["last_level"] = level
     line = text.decode("utf-8", errors="replace")
     _log_lines.append((next(_log_counter), level, line))
-    if _log_state["echo"] or level == _LEVEL_ERROR:
+    if level == _LEVEL_ERROR:
+        log.warning("llama.cpp: %s", line.rstrip())
+    elif _log_state["echo"]:
         log.debug("llama.cpp: %s", line.rstrip())
 
 
@@ -103,6 +105,21 @@ def load_model(path: Path, *, gpu_layers: int = 0) -> Any:
     return model
 
 
+# Without flash attention llama.cpp materialises n_ubatch x n_kv attention
+# scores per head; keep that product bounded so a large KV cache does not
+# reserve gigabytes of compute buffer (prefill just runs in smaller chunks).
+_UBATCH_X_KV_BUDGET = 2**21
+
+
+def _ubatch_size(n_batch: int, n_ctx: int, flash_attention: bool | None) -> int:
+    """Physical batch size: up to 512, smaller for big caches without flash attention."""
+    size = min(n_batch, 512)
+    if flash_attention is False:
+        while size > 32 and size * n_ctx > _UBATCH_X_KV_BUDGET:
+            size //= 2
+    return size
+
+
 def create_context(
     model: Any,
     *,
@@ -112,12 +129,19 @@ def create_context(
     threads: int,
     flash_attention: bool | None = False,
 ) -> Any:
-    """A multi-sequence context with one unified KV cache shared by all sequences."""
+    """A multi-sequence context with one unified KV cache shared by all sequences.
+
+    Flash attention is off by default: llama.cpp's CPU flash-attention kernel
+    sums a sequence's KV cells in cell order with enough rounding (~1e-3 on
+    logits) that a seeded generation could change with where its cells sit in
+    the shared cache; the plain path is exact to ~1e-6, so a seed fixes the
+    output whatever else the cache holds.
+    """
     params = L.llama_context_default_params()
     params.n_ctx = n_ctx
     params.n_seq_max = n_seq_max
     params.n_batch = n_batch
-    params.n_ubatch = min(n_batch, 512)
+    params.n_ubatch = _ubatch_size(n_batch, n_ctx, flash_attention)
     params.n_threads = threads
     params.n_threads_batch = threads
     # Unified: every sequence may use any cell, and llama_memory_seq_cp only

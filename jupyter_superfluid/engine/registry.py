@@ -21,6 +21,7 @@ import asyncio
 import logging
 import os
 import socket
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,7 +188,8 @@ class ModelRegistry:
         self._loader = loader
         self._load_options = load_options
         self._engines: dict[str, Engine] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
         self._closed = False
 
     def ids(self) -> list[str]:
@@ -216,31 +218,43 @@ class ModelRegistry:
         return Path(spec.source)
 
     async def get(self, model_id: str) -> Engine:
-        """The loaded engine of ``model_id``, loading it first if needed."""
+        """The loaded engine of ``model_id``, loading it first (in a thread) if needed."""
         spec = self.spec(model_id)
         engine = self._engines.get(spec.id)
-        if engine is not None:
-            return engine
-        lock = self._locks.setdefault(spec.id, asyncio.Lock())
-        async with lock:  # one load at a time per model; later callers reuse it
-            engine = self._engines.get(spec.id)
-            if engine is None:
-                engine = await asyncio.to_thread(self._load, spec)
-                if self._closed:
-                    await engine.close()
-                    raise EngineError("the model registry is closed")
-                self._engines[spec.id] = engine
+        if engine is None:
+            engine = await asyncio.to_thread(self._load_once, spec)
         return engine
 
-    def _load(self, spec: ModelSpec) -> Engine:
-        """Resolve and load one model (runs in a worker thread)."""
-        path = self.resolve(spec.id)
-        log.info("loading model %s from %s", spec.id, path)
-        if self._loader is not None:
-            return self._loader(spec.id, path, **self._load_options)
-        from .llama import LlamaEngine  # llama_cpp loads only when a model does
+    def _load_once(self, spec: ModelSpec) -> Engine:
+        """Load ``spec`` unless another caller did; one load at a time per model."""
+        # A thread lock, not an asyncio one: it works whatever loop (or thread)
+        # the callers come from, and the waiting happens off the event loop.
+        with self._guard:
+            lock = self._locks.setdefault(spec.id, threading.Lock())
+        with lock:
+            engine = self._engines.get(spec.id)
+            if engine is not None:
+                return engine
+            if self._closed:
+                raise EngineError("the model registry is closed")
+            path = self.resolve(spec.id)
+            log.info("loading model %s from %s", spec.id, path)
+            options = dict(self._load_options)
+            if spec.kind == "builtin" and options.get("threads") is None:
+                # The tiny models decode fastest on one thread, and then they
+                # never spin against other busy threads on a small machine.
+                options["threads"] = 1
+            if self._loader is not None:
+                engine = self._loader(spec.id, path, **options)
+            else:
+                from .llama import LlamaEngine  # llama_cpp loads only when a model does
 
-        return LlamaEngine.load(spec.id, path, **self._load_options)  # type: ignore[arg-type]
+                engine = LlamaEngine.load(spec.id, path, **options)  # type: ignore[arg-type]
+            if self._closed:  # closed while loading: do not leak the engine
+                asyncio.run(engine.close())
+                raise EngineError("the model registry is closed")
+            self._engines[spec.id] = engine
+            return engine
 
     async def close(self) -> None:
         """Close every loaded engine."""

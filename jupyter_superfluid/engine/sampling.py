@@ -37,6 +37,9 @@ def build_sampler(vocab: Vocab, params: SamplingParams) -> Sampler:
     """The chain for ``params``: grammar, then top-p, temperature, dist(seed) or greedy."""
     chain = L.llama_sampler_chain_init(L.llama_sampler_chain_default_params())
     sampler = Sampler(chain)  # owns every stage added below
+    bias = _logit_bias(vocab, getattr(params, "logit_bias", None))
+    if bias is not None:
+        L.llama_sampler_chain_add(chain, bias)
     if params.grammar is not None:
         mark = log_mark()
         grammar = L.llama_sampler_init_grammar(vocab.ptr, params.grammar.encode(), b"root")
@@ -58,6 +61,25 @@ def build_sampler(vocab: Vocab, params: SamplingParams) -> Sampler:
         seed -= 1  # llama.cpp reads 0xFFFFFFFF as "random"; keep a given seed fixed
     L.llama_sampler_chain_add(chain, L.llama_sampler_init_dist(seed))
     return sampler
+
+
+def _logit_bias(vocab: Vocab, bias: Any) -> Any:
+    """A logit-bias stage from ``{token_id: bias}`` (OpenAI style; -100 bans), or None.
+
+    ``SamplingParams`` has no such field yet; a subclass or a later version
+    that carries ``logit_bias`` gets it honoured here.
+    """
+    if not bias:
+        return None
+    items = bias.items() if hasattr(bias, "items") else bias
+    pairs = [(int(token), float(value)) for token, value in items]
+    if any(not 0 <= token < vocab.n_tokens for token, _ in pairs):
+        raise EngineError("logit_bias names a token outside the vocabulary")
+    array = (L.llama_logit_bias * len(pairs))()
+    for i, (token, value) in enumerate(pairs):
+        array[i].token = token  # type: ignore[assignment]  # ctypes converts
+        array[i].bias = float("-inf") if value <= -100 else value
+    return L.llama_sampler_init_logit_bias(vocab.n_tokens, len(pairs), array)
 
 
 class TextDecoder:

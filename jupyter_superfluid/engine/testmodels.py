@@ -12,7 +12,8 @@ A constant "bias channel" (residual channel 0) is set in every token
 embedding and never written by attention or the MLP; the output row of
 ``<|im_end|>`` reads it, so that token gets a steady logit boost and the random
 model ends its answers on its own after a few dozen tokens under default
-sampling, while greedy decoding does not stop at once.
+sampling, while greedy decoding does not stop at once; the same channel
+favours printable ASCII and keeps the other control tokens rare.
 """
 
 from __future__ import annotations
@@ -48,10 +49,12 @@ _MERGES = (
     ("Ġ", "s"),
 )
 
-# Logit boost of <|im_end|> relative to the typical logit spread; tuned so that
-# sampling at temperature 0.8 ends after a few dozen tokens.
-_EOS_BIAS = 4.0
+# Logit offsets through the bias channel (the random logits spread about ±3):
+# tuned so that sampling at temperature 0.8 ends after a few dozen tokens while
+# greedy decoding runs on for a while.
+_EOS_BIAS = 5.0
 _SPECIAL_PENALTY = 8.0
+_ASCII_BOOST = 3.0
 _LOGIT_SCALE = 3.0
 _BIAS_CHANNEL_VALUE = 4.0
 
@@ -102,6 +105,24 @@ class ModelShape:
     f16: bool = False
 
 
+def _wire_bias_channel(out: np.ndarray, eos_id: int) -> None:
+    """Make output column 0 (the constant channel) a steady per-token logit offset.
+
+    A boost for <|im_end|> (answers end by themselves) and printable ASCII
+    (readable gibberish), a penalty for the other control tokens (so the model
+    rarely emits them unprompted).
+    """
+    n_vocab, d = out.shape
+    n_special = len(SPECIAL_TOKENS)
+    # After RMS norm, channel 0 is about value/rms of the embedding row.
+    unit = np.sqrt(1.0 + _BIAS_CHANNEL_VALUE**2 / d) / _BIAS_CHANNEL_VALUE
+    out[:, 0] = 0.0
+    out[0x20:0x7F, 0] = _ASCII_BOOST * unit
+    out[256 : n_vocab - n_special, 0] = _ASCII_BOOST * unit  # the merges
+    out[n_vocab - n_special :, 0] = -_SPECIAL_PENALTY * unit
+    out[eos_id, 0] = _EOS_BIAS * unit
+
+
 def _weights(shape: ModelShape, n_vocab: int, eos_id: int) -> list[tuple[str, np.ndarray]]:
     """Seeded random tensors, numpy shapes (rows=outputs, cols=inputs)."""
     rng = np.random.default_rng(shape.seed)
@@ -111,18 +132,13 @@ def _weights(shape: ModelShape, n_vocab: int, eos_id: int) -> list[tuple[str, np
     n_ff = shape.n_ff or 4 * d
 
     def mat(rows: int, cols: int, scale: float) -> np.ndarray:
+        """A seeded Gaussian matrix."""
         return (rng.standard_normal((rows, cols), dtype=np.float32) * scale).astype(np.float32)
 
     embd = mat(n_vocab, d, 1.0)
     embd[:, 0] = _BIAS_CHANNEL_VALUE  # the constant bias channel
     out = mat(n_vocab, d, _LOGIT_SCALE / np.sqrt(d))
-    # Normalized channel 0 is about value/rms of the embedding; the bias
-    # channel adds a steady logit offset: a boost for <|im_end|>, a penalty for
-    # the other control tokens so the model rarely emits them unprompted.
-    unit = np.sqrt(1.0 + _BIAS_CHANNEL_VALUE**2 / d) / _BIAS_CHANNEL_VALUE
-    out[:, 0] = 0.0
-    out[n_vocab - len(SPECIAL_TOKENS) :, 0] = -_SPECIAL_PENALTY * unit
-    out[eos_id, 0] = _EOS_BIAS * unit
+    _wire_bias_channel(out, eos_id)
     tensors = [("token_embd.weight", embd)]
     for i in range(shape.n_layer):
         blk = f"blk.{i}."
@@ -220,7 +236,9 @@ class BuiltinModel:
     def file_name(self, model_id: str) -> str:
         """Cache file name: the id's last part plus a hash of every build input."""
         blob = json.dumps([BUILDER_VERSION, asdict(self)], sort_keys=True).encode()
-        digest = hashlib.sha256(blob).hexdigest()[:12]
+        # The builder's own source counts as an input: a retuned builder must
+        # not pick up files an older one left in a shared cache.
+        digest = hashlib.sha256(blob + Path(__file__).read_bytes()).hexdigest()[:12]
         return f"{model_id.rsplit('/', 1)[-1]}-{digest}.gguf"
 
 

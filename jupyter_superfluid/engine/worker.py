@@ -159,7 +159,14 @@ class Worker:
 
     def _admit(self, seq: Sequence) -> None:
         """Give a sequence its slot and reuse the cached prefix."""
-        placement = self.cache.place(seq.prompt)
+        # Keep the cache hits of the sequences queued behind this one.
+        protect = frozenset(
+            slot.seq_id
+            for other in list(self._waiting)[: len(self.cache.slots)]
+            for slot, reusable, _ in [self.cache.best_match(other.prompt)]
+            if reusable
+        )
+        placement = self.cache.place(seq.prompt, protect)
         assert placement is not None  # has_idle() was checked
         seq.slot, seq.cached = placement.slot, placement.reused
         seq.pending = list(seq.prompt[placement.reused :])

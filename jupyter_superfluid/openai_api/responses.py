@@ -15,8 +15,16 @@ from typing import Any
 
 from ..auth import Principal
 from ..chat.types import ChatRequest, ChatSampling, Finished, PromptProcessed
+from ..conversation import load_continuation
 from ..errors import InvalidRequest, NotFound, UnsupportedParameter
 from ..generation import ChatService, Turn
+from ..items import (
+    normalize_input,
+    to_messages,
+    to_output_format,
+    to_tool_choice,
+    to_tools,
+)
 from ..models import ModelHub
 from ..prompting import Continuation
 from ..sessions import (
@@ -28,13 +36,6 @@ from ..sessions import (
     new_id,
 )
 from .events import OutputAssembler, Sequencer
-from .items import (
-    normalize_input,
-    to_messages,
-    to_output_format,
-    to_tool_choice,
-    to_tools,
-)
 from .protocol import ListQuery, ResponseCreateRequest, parse
 
 ECHOED = (
@@ -116,20 +117,10 @@ class Responses:
                 raise InvalidRequest("model is required", param="model")
             return None, req.model
         prev_id = req.previous_response_id
-        prev = await asyncio.to_thread(self.store.get_response, prev_id, principal.owner)
-        if prev is None:
+        found = await load_continuation(self.store, prev_id, principal.owner)
+        if found is None:
             raise previous_not_found(prev_id)
-        chain = await asyncio.to_thread(self.store.response_chain, prev_id, principal.owner)
-        messages: tuple = ()
-        for record in chain:
-            messages += to_messages(list(record.input_items)) + to_messages(
-                list(record.output_items)
-            )
-        info = await asyncio.to_thread(self.store.get_session, prev.session_id)
-        meta = dict(info.meta) if info is not None else {}
-        cont = Continuation(
-            messages, prev.session_id, prev.end, meta, completed=prev.status == "completed"
-        )
+        cont, prev = found
         return cont, req.model or prev.model
 
     def skeleton(self, rt: ResponseTurn, status: str) -> dict[str, Any]:

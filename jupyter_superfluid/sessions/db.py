@@ -68,14 +68,17 @@ def load_json(text: str | None) -> Any:
 class Database:
     """A store file: per-thread connections, read snapshots and serialized writes."""
 
-    def __init__(self, path: Path, *, busy_timeout: float = 30.0) -> None:
+    def __init__(self, path: Path, *, busy_timeout: float = 30.0, readonly: bool = False) -> None:
         self.path = path
         self._busy_timeout = busy_timeout
+        self.readonly = readonly
         self._local = threading.local()
         self._conns: list[sqlite3.Connection] = []
         self._conns_lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._closed = False
+        if readonly:
+            return  # another process owns the file: no WAL switch, no migration
         try:
             conn = self.connection()
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
@@ -90,11 +93,13 @@ class Database:
         # isolation_level=None: we issue BEGIN/COMMIT ourselves, so a method is
         # exactly one transaction. check_same_thread=False only so close() can
         # close every thread's connection; each is used by its own thread.
+        target = f"file:{self.path}?mode=ro" if self.readonly else str(self.path)
         conn = sqlite3.connect(
-            self.path,
+            target,
             timeout=self._busy_timeout,
             isolation_level=None,
             check_same_thread=False,
+            uri=self.readonly,
         )
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA foreign_keys=ON")

@@ -63,6 +63,7 @@ class Store(IdempotencyMixin, TasksMixin):
         idempotency_ttl: float = DEFAULT_IDEMPOTENCY_TTL,
         task_event_retention: float = DEFAULT_TASK_EVENT_RETENTION,
         clock: Callable[[], float] = time.time,
+        readonly: bool = False,
     ) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
@@ -71,7 +72,10 @@ class Store(IdempotencyMixin, TasksMixin):
         self.task_event_retention = task_event_retention
         self._clock = clock
         self.boot_id = new_id("boot")  # tells this process's claims from earlier ones'
-        self._db = Database(self.path)
+        self._db = Database(self.path, readonly=readonly)
+        self.recovered_claims = self.recovered_tasks = 0
+        if readonly:
+            return  # a reader (tests, backups, tools) beside the owning process
         with self._db.write() as conn:
             now = self._clock()
             self.recovered_claims = recover_idempotency(conn, self.boot_id, now)

@@ -21,7 +21,9 @@ def sf_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.fixture(scope="session")
 def sf_engine(sf_models: dict[str, Path]) -> Iterator[LlamaEngine]:
     """One shared engine on tiny-chatml (tests using it read counter deltas only)."""
-    engine = LlamaEngine.load("superfluid/tiny-chatml", sf_models["superfluid/tiny-chatml"])
+    engine = LlamaEngine.load(
+        "superfluid/tiny-chatml", sf_models["superfluid/tiny-chatml"], threads=1
+    )
     yield engine
     engine.close_sync()
 
@@ -32,6 +34,7 @@ def sf_make_engine(sf_models: dict[str, Path]) -> Iterator[Callable[..., LlamaEn
     engines: list[LlamaEngine] = []
 
     def make(model_id: str = "superfluid/tiny-chatml", **options: object) -> LlamaEngine:
+        options.setdefault("threads", 1)
         engine = LlamaEngine.load(model_id, sf_models[model_id], **options)  # type: ignore[arg-type]
         engines.append(engine)
         return engine

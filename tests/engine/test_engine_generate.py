@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,29 @@ def test_invalid_grammar_raises_at_once(sf_engine: LlamaEngine) -> None:
         sf_engine.generate(GenerateRequest((1, 2), SamplingParams(grammar="root ::= (")))
 
 
+@dataclass(frozen=True)
+class _BiasedSampling(SamplingParams):
+    """SamplingParams plus the OpenAI-style logit_bias the engine honours."""
+
+    logit_bias: dict[int, float] | None = None
+
+
+def test_logit_bias_bans_the_end_token(sf_engine: LlamaEngine) -> None:
+    eos = sf_engine.tokenize("<|im_end|>")[0]
+    prompt = tuple(chat_prompt(sf_engine, "Hi"))
+
+    async def run(bias: dict[int, float] | None) -> list[int]:
+        sampling = _BiasedSampling(seed=4, max_tokens=300, logit_bias=bias)
+        events = [e async for e in sf_engine.generate(GenerateRequest(prompt, sampling))]
+        return [e.token_id for e in events if isinstance(e, TokenGenerated)]
+
+    assert asyncio.run(run(None))[-1] == eos  # ends by itself...
+    banned = asyncio.run(run({eos: -100}))
+    assert len(banned) == 300 and eos not in banned  # ...but not when banned
+    forced = asyncio.run(run({ord("z"): 100}))
+    assert set(forced) == {ord("z")}
+
+
 def test_max_tokens_gives_length_with_exact_count(sf_engine: LlamaEngine) -> None:
     prompt = chat_prompt(sf_engine, "Count")
     run = generate(sf_engine, prompt, temperature=0, max_tokens=7)
@@ -134,6 +158,8 @@ def test_bad_requests_raise(sf_engine: LlamaEngine) -> None:
         sf_engine.generate(GenerateRequest(()))
     with pytest.raises(EngineError, match="vocabulary"):
         sf_engine.generate(GenerateRequest((1, 10**6)))
+    with pytest.raises(EngineError, match="max_tokens"):
+        sf_engine.generate(GenerateRequest((1,), SamplingParams(max_tokens=0)))
 
 
 def test_aclose_cancels_before_the_next_token(sf_engine: LlamaEngine) -> None:
@@ -189,7 +215,7 @@ def test_concurrent_generations_match_solo_runs(sf_make_engine: Callable[..., Ll
     fresh = sf_make_engine()  # nothing cached: all prompts are evaluated side by side
     calls_before = fresh.stats()["decode_calls"]
     batched = asyncio.run(together_on(fresh, prompts))
-    for one, many in zip(solo, batched):
+    for one, many in zip(solo, batched, strict=True):
         assert many.finished.reason == one.finished.reason
         assert many.tokens == one.tokens
     # Batched: far fewer decode calls than tokens produced.
@@ -247,16 +273,16 @@ def test_kv_full_fails_one_request_and_the_worker_lives(
 
 def test_unloadable_files_raise_model_load_error(tmp_path: Path) -> None:
     missing = tmp_path / "missing.gguf"
-    with pytest.raises(ModelLoadError, match="missing.gguf.*not found"):
+    with pytest.raises(ModelLoadError, match=r"missing\.gguf.*not found"):
         LlamaEngine.load("m", missing)
     text = tmp_path / "notes.gguf"
     text.write_text("hello")
-    with pytest.raises(ModelLoadError, match="notes.gguf.*not a GGUF"):
+    with pytest.raises(ModelLoadError, match=r"notes\.gguf.*not a GGUF"):
         LlamaEngine.load("m", text)
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + b"\xff" * 64)
     start = time.monotonic()
-    with pytest.raises(ModelLoadError, match="broken.gguf") as info:
+    with pytest.raises(ModelLoadError, match=r"broken\.gguf") as info:
         LlamaEngine.load("m", broken)
     assert time.monotonic() - start < 5
     assert "no reason" not in str(info.value)  # llama.cpp's own explanation is quoted

@@ -43,7 +43,9 @@ def test_gguf_metadata(tmp_path: Path) -> None:
 def test_ensure_builtin_is_cached_and_race_safe(tmp_path: Path) -> None:
     paths: list[Path] = []
     threads = [
-        threading.Thread(target=lambda: paths.append(ensure_builtin("superfluid/tiny-qwen3", tmp_path)))
+        threading.Thread(
+            target=lambda: paths.append(ensure_builtin("superfluid/tiny-qwen3", tmp_path))
+        )
         for _ in range(3)
     ]
     for t in threads:

@@ -1,4 +1,6 @@
-"""Responses input items and tools → neutral chat messages and tool specs.
+"""Responses-style input items and tools → neutral chat messages and tool specs.
+
+Shared by the OpenAI Responses API and LMSP, whose items have the same shapes.
 
 Output items are valid input items, so every shape this server emits is
 accepted back unchanged (extra fields such as ``id`` and ``status`` are ignored).
@@ -9,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..chat.types import ChatMessage, OutputFormat, ToolCall, ToolChoice, ToolSpec
-from ..errors import APIError, InvalidRequest, UnsupportedParameter
+from .chat.types import ChatMessage, OutputFormat, ToolCall, ToolChoice, ToolSpec
+from .errors import APIError, InvalidRequest, UnsupportedParameter
 
 ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
 BUILTIN_TOOLS = {

@@ -1,0 +1,28 @@
+"""Loading a stored conversation to continue it, for every protocol (one store)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from .items import to_messages
+from .prompting import Continuation
+from .sessions import ResponseRecord, Store
+
+
+async def load_continuation(
+    store: Store, response_id: str, owner: str | None
+) -> tuple[Continuation, ResponseRecord] | None:
+    """The conversation ending at a stored response visible to ``owner``, or None."""
+    prev = await asyncio.to_thread(store.get_response, response_id, owner)
+    if prev is None:
+        return None
+    chain = await asyncio.to_thread(store.response_chain, response_id, owner)
+    messages: tuple = ()
+    for record in chain:
+        messages += to_messages(list(record.input_items)) + to_messages(list(record.output_items))
+    info = await asyncio.to_thread(store.get_session, prev.session_id)
+    meta = dict(info.meta) if info is not None else {}
+    cont = Continuation(
+        messages, prev.session_id, prev.end, meta, completed=prev.status == "completed"
+    )
+    return cont, prev

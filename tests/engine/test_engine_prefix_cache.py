@@ -1,0 +1,123 @@
+"""The prefix cache across conversations: measured reuse, branches, eviction."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from sf_engine_helpers import Generation, agenerate, chat_prompt, generate
+
+from jupyter_superfluid.engine.llama import LlamaEngine
+
+MakeEngine = Callable[..., LlamaEngine]
+
+
+def _run(engine: LlamaEngine, prompt: list[int], **sampling: object) -> tuple[Generation, int]:
+    """Generate; also return how many prompt tokens the engine evaluated for it."""
+    before = engine.prompt_tokens_evaluated
+    run = generate(engine, prompt, **sampling)
+    return run, engine.prompt_tokens_evaluated - before
+
+
+def _continue(engine: LlamaEngine, prompt: list[int], run: Generation, user: str) -> list[int]:
+    """The next turn's prompt: the previous prompt, the answer, a new user message."""
+    tail = "" if run.finished.reason == "stop" else "<|im_end|>"
+    turn = f"{tail}\n<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
+    return prompt + run.tokens + engine.tokenize(turn)
+
+
+def test_cached_tokens_is_exactly_what_was_not_evaluated(sf_make_engine: MakeEngine) -> None:
+    engine = sf_make_engine()
+    p = chat_prompt(engine, "The first question")
+    first, evaluated = _run(engine, p, seed=1, max_tokens=6)
+    assert first.prompt.cached_tokens == 0 and evaluated == len(p)
+    px = p + engine.tokenize("more words")
+    second, evaluated = _run(engine, px, seed=1, max_tokens=6)
+    assert second.prompt.cached_tokens >= len(p) - 1
+    assert evaluated == len(px) - second.prompt.cached_tokens
+    # The very same prompt again: all but the last token (re-run for logits).
+    third, evaluated = _run(engine, px, seed=1, max_tokens=6)
+    assert third.prompt.cached_tokens == len(px) - 1 and evaluated == 1
+    assert third.tokens == second.tokens
+
+
+def test_a_continued_conversation_is_warm(sf_make_engine: MakeEngine) -> None:
+    engine = sf_make_engine()
+    p = chat_prompt(engine, "Hello")
+    first, _ = _run(engine, p, seed=3, max_tokens=20)
+    p2 = _continue(engine, p, first, "And then?")
+    second, evaluated = _run(engine, p2, seed=3, max_tokens=20)
+    # Everything the KV holds is reused: the prompt and every answer token
+    # that was fed back (all but the last one sampled).
+    assert second.prompt.cached_tokens == len(p) + len(first.tokens) - 1
+    assert evaluated == len(p2) - second.prompt.cached_tokens
+
+
+def test_interleaved_conversations_stay_warm(sf_make_engine: MakeEngine) -> None:
+    engine = sf_make_engine()
+    prompts = {k: chat_prompt(engine, f"Conversation {k} " * 3) for k in "ABC"}
+    runs = {k: _run(engine, p, seed=5, max_tokens=10)[0] for k, p in prompts.items()}
+    for k in "ABC":
+        nxt = _continue(engine, prompts[k], runs[k], "go on")
+        run, evaluated = _run(engine, nxt, seed=5, max_tokens=4)
+        assert run.prompt.cached_tokens >= len(prompts[k]) + len(runs[k].tokens) - 1
+        assert evaluated == len(nxt) - run.prompt.cached_tokens
+
+
+def test_branching_one_prefix_twice_keeps_both_warm(sf_make_engine: MakeEngine) -> None:
+    engine = sf_make_engine()
+    p = chat_prompt(engine, "A shared start " * 4)
+    base, _ = _run(engine, p, seed=2, max_tokens=8)
+    branches = {}
+    for name in ("left", "right"):
+        prompt = _continue(engine, p, base, f"take the {name} branch")
+        run, evaluated = _run(engine, prompt, seed=2, max_tokens=8)
+        assert run.prompt.cached_tokens >= len(p) + len(base.tokens) - 1
+        branches[name] = (prompt, run)
+    # Each branch continues warm: forking did not overwrite the other one.
+    for name, (prompt, run) in branches.items():
+        nxt = _continue(engine, prompt, run, "more")
+        again, evaluated = _run(engine, nxt, seed=2, max_tokens=4)
+        assert again.prompt.cached_tokens >= len(prompt) + len(run.tokens) - 1, name
+        assert evaluated == len(nxt) - again.prompt.cached_tokens
+    # And the original stem is still there to branch once more.
+    third = _continue(engine, p, base, "a third way")
+    run, _ = _run(engine, third, seed=2, max_tokens=4)
+    assert run.prompt.cached_tokens >= len(p) + len(base.tokens) - 1
+
+
+def test_least_recently_used_slot_is_reused(sf_make_engine: MakeEngine) -> None:
+    engine = sf_make_engine(cache_slots=2)
+    a, b, c = (chat_prompt(engine, f"{k} " * 20) for k in ("alpha", "beta", "gamma"))
+    for prompt in (a, b, c):
+        _run(engine, prompt, seed=1, max_tokens=3)
+    warm_c, _ = _run(engine, c, seed=1, max_tokens=3)
+    assert warm_c.prompt.cached_tokens == len(c) - 1
+    cold_a, _ = _run(engine, a, seed=1, max_tokens=3)
+    assert cold_a.prompt.cached_tokens < len(chat_prompt(engine, ""))  # only the template
+
+
+def test_full_kv_cache_evicts_idle_slots(sf_make_engine: MakeEngine) -> None:
+    engine = sf_make_engine(context_size=256, kv_tokens=256)
+    a = [ord("a")] * 200
+    b = [ord("b")] * 200
+    assert generate(engine, a, max_tokens=2, seed=1).finished.reason == "length"
+    run = generate(engine, b, max_tokens=2, seed=1)  # needs a's cells
+    assert run.finished.reason == "length"
+    again = generate(engine, a, max_tokens=2, seed=1)
+    assert again.prompt.cached_tokens == 0
+
+
+def test_concurrent_requests_share_a_cached_prefix(sf_make_engine: MakeEngine) -> None:
+    engine = sf_make_engine()
+    system = engine.tokenize("<|im_start|>system\n" + "You are terse. " * 10 + "<|im_end|>\n")
+    generate(engine, system, max_tokens=1)
+
+    async def burst() -> list[Generation]:
+        prompts = [system + chat_prompt(engine, f"q{i}") for i in range(4)]
+        return await asyncio.gather(
+            *(agenerate(engine, p, seed=i, max_tokens=5) for i, p in enumerate(prompts))
+        )
+
+    runs = asyncio.run(burst())
+    assert all(r.prompt.cached_tokens >= len(system) - 1 for r in runs)
