@@ -121,9 +121,11 @@ class ChatService:
                 f"{request.model} is {context}",
                 param="input",
             )
+        _check_logit_bias(request, model.engine.info.n_vocab)
         sampling = sampling_for(
             request.sampling, grammar, self.default_max_tokens, room=context - len(prompt.tokens)
         )
+        suffix = await asyncio.to_thread(builder.expected_closing, prompt, tools, kwargs)
         return Turn(
             request,
             model.engine,
@@ -135,7 +137,7 @@ class ChatService:
             head,
             forked,
             opens,
-            GenerateRequest(tuple(prompt.tokens), sampling),
+            GenerateRequest(tuple(prompt.tokens), sampling, cache_suffix=tuple(suffix)),
         )
 
     def _build_prompt(
@@ -344,6 +346,19 @@ def _cut(item: OutputItem, stops: tuple[str, ...]) -> OutputItem:
         if at >= 0:
             text = text[:at]
     return OutputItem(kind=item.kind, text=text, complete=item.complete)
+
+
+def _check_logit_bias(request: ChatRequest, n_vocab: int) -> None:
+    for token, bias in request.sampling.logit_bias:
+        if n_vocab and not 0 <= token < n_vocab:
+            raise InvalidRequest(
+                f"logit_bias: token {token} is outside the vocabulary (0..{n_vocab - 1})",
+                param="logit_bias",
+            )
+        if not -100 <= bias <= 100:
+            raise InvalidRequest(
+                "logit_bias values must be between -100 and 100", param="logit_bias"
+            )
 
 
 def ensure_messages(messages: tuple[ChatMessage, ...], param: str = "messages") -> None:

@@ -47,6 +47,15 @@ class ModelHub:
         """Whether ``model_id`` is loaded now."""
         return model_id in self._loaded
 
+    def status(self, model_id: str) -> dict[str, object]:
+        """Load state and the engine's counters (prompt tokens evaluated, tokens generated)."""
+        loaded = self._loaded.get(model_id)
+        if loaded is None:
+            return {"loaded": False}
+        stats = getattr(loaded.engine, "stats", None)
+        counters = stats() if callable(stats) else {}
+        return {"loaded": True, "context_size": loaded.engine.info.context_size, **counters}
+
     async def get(self, model_id: str) -> LoadedModel:
         """The loaded model ``model_id``, loading it on first use."""
         if model_id in self._loaded:

@@ -19,6 +19,9 @@ from .chat.codec import ChatCodec
 from .chat.types import ChatMessage, ToolSpec
 
 
+_PROBE = "\u2063superfluid-probe\u2063"
+
+
 @dataclass(frozen=True)
 class Continuation:
     """A stored conversation this request continues."""
@@ -177,6 +180,19 @@ class PromptBuilder:
             forkable=True,
             gen_prompt=gen_prompt,
         )
+
+    def expected_closing(
+        self, prompt: Prompt, tools: tuple[ToolSpec, ...], kwargs: dict
+    ) -> list[int]:
+        """What the template puts after a reply's end-of-turn token (found by rendering a
+        probe reply), so the engine caches it with the reply before anyone continues."""
+        eos = self.codec.eos_token
+        if not prompt.forkable or not eos:
+            return []
+        probe = ChatMessage("assistant", _PROBE)
+        full = self.render(prompt.messages + (probe,), tools, kwargs, generation=False)
+        tail = full[full.find(_PROBE) + len(_PROBE) :] if _PROBE in full else ""
+        return self.tokenize(tail[len(eos) :]) if tail.startswith(eos) and tail != eos else []
 
     def closing(
         self,

@@ -86,6 +86,7 @@ class Services:
             "object": "model",
             "created": self.models.created,
             "owned_by": "superfluid",
+            "superfluid": self.models.status(model_id),
         }
 
     def model_list(self) -> list[dict[str, Any]]:

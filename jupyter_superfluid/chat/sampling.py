@@ -37,4 +37,5 @@ def sampling_for(
         seed=sampling.seed,
         max_tokens=min(max_tokens, room),
         grammar=grammar,
+        logit_bias=dict(sampling.logit_bias) or None,
     )

@@ -82,6 +82,7 @@ class ChatSampling:
     seed: int | None = None
     max_tokens: int | None = None
     stop: tuple[str, ...] = ()
+    logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, bias); -100 bans a token
 
 
 @dataclass(frozen=True)

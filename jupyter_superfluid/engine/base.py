@@ -8,7 +8,7 @@ above it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
@@ -41,6 +41,7 @@ class SamplingParams:
     seed: int | None = None
     max_tokens: int | None = None  # None: fill the remaining context
     grammar: str | None = None  # GBNF, rule "root"
+    logit_bias: Mapping[int, float] | None = None  # token id → bias; -100 bans a token
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,10 @@ class GenerateRequest:
 
     prompt_tokens: tuple[int, ...]
     sampling: SamplingParams = field(default_factory=SamplingParams)
+    # Tokens a conversation's template puts after a turn that ends normally (e.g. the
+    # newline after <|im_end|>): fed into the KV cache after the generation, so its
+    # continuation is served wholly from cache.
+    cache_suffix: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,7 @@ class ModelInfo:
     eog_token_ids: tuple[int, ...]
     accepts_images: bool = False
     accepts_audio: bool = False
+    n_vocab: int = 0
 
 
 @runtime_checkable

@@ -54,6 +54,7 @@ _open_engines: weakref.WeakSet[LlamaEngine] = weakref.WeakSet()
 
 @atexit.register
 def _close_open_engines() -> None:
+    """Close what is still open (atexit)."""
     for engine in list(_open_engines):
         engine.close_sync()
 
@@ -175,6 +176,13 @@ class LlamaEngine:
         the prompt leaves no room for one token, EngineError for an empty
         prompt, an unknown token id, ``max_tokens`` < 1, an invalid grammar or a
         closed engine.
+
+        A request may carry ``cache_suffix`` (token ids; not yet a field of
+        ``GenerateRequest``, so a subclass or a later version): the tokens that
+        follow an end-of-generation token in the stored conversation (e.g. the
+        ``\n`` after ``<|im_end|>``). When the generation stops on such a token,
+        the engine feeds it and the suffix into the cache right after sending
+        GenerationFinished, so the next turn is served from cache throughout.
         """
         self._check_open()
         prompt = request.prompt_tokens
@@ -189,14 +197,15 @@ class LlamaEngine:
             )
         if request.sampling.max_tokens is not None and request.sampling.max_tokens < 1:
             raise EngineError("max_tokens must be at least 1")
+        suffix = tuple(getattr(request, "cache_suffix", None) or ())
         n_vocab = self._vocab.n_tokens
-        if any(not 0 <= t < n_vocab for t in prompt):
-            raise EngineError(f"prompt has token ids outside the vocabulary (0..{n_vocab - 1})")
+        if any(not 0 <= t < n_vocab for t in (*prompt, *suffix)):
+            raise EngineError(f"token ids outside the vocabulary (0..{n_vocab - 1})")
         sampler = build_sampler(self._vocab, request.sampling)
-        return self._stream(request, sampler)
+        return self._stream(request, sampler, suffix)
 
     async def _stream(
-        self, request: GenerateRequest, sampler: Sampler
+        self, request: GenerateRequest, sampler: Sampler, suffix: tuple[int, ...]
     ) -> AsyncIterator[EngineEvent]:
         """Submit to the worker and relay its events; closing cancels."""
         loop = asyncio.get_running_loop()
@@ -216,6 +225,7 @@ class LlamaEngine:
             sampler=sampler,
             decoder=TextDecoder(self._vocab),
             emit=emit,
+            suffix=suffix,
         )
         try:
             self._worker.submit(seq)
@@ -260,4 +270,5 @@ def _model_info(
         bos_token=text(vocab.bos),
         eos_token=text(vocab.eos),
         eog_token_ids=vocab.eog_ids,
+        n_vocab=vocab.n_tokens,
     )

@@ -67,6 +67,9 @@ class Sequence:
     pending: list[int] = field(default_factory=list)  # tokens to feed next
     completion: int = 0
     announced: bool = False  # PromptEvaluated sent
+    finished: bool = False  # GenerationFinished sent
+    suffix: tuple[int, ...] = ()  # fed into the cache after an end-of-generation token
+    closing: bool = False  # finished, still feeding its last token and suffix
 
     def cancel(self) -> None:
         """Stop before the next token (called from any thread)."""
@@ -147,9 +150,16 @@ class Worker:
 
     def _step(self) -> None:
         """Admit, decode one batch, sample."""
-        for seq in [s for s in (*self._active, *self._waiting) if s.cancelled]:
+        for seq in [s for s in (*self._active, *self._waiting) if s.cancelled and not s.closing]:
             self._finish(seq, "cancelled")
+        closing = {s.slot.seq_id for s in self._active if s.closing and s.slot is not None}
         while self._waiting and self.cache.has_idle():
+            # A turn that continues a conversation still being closed waits one
+            # step, then finds its whole history in place.
+            if closing:
+                slot, reusable, _ = self.cache.best_match(self._waiting[0].prompt)
+                if reusable and slot.seq_id in closing:
+                    break
             self._admit(self._waiting.popleft())
         if not self._active:
             return
@@ -190,9 +200,9 @@ class Worker:
                 batch.pos[i] = pos0 + j
                 batch.n_seq_id[i] = 1
                 batch.seq_id[i][0] = seq.slot.seq_id
-                batch.logits[i] = done and j == len(take) - 1
+                batch.logits[i] = done and j == len(take) - 1 and not seq.closing
             n += len(take)
-            fed.append(_Fed(seq, len(take), n - 1 if done else None))
+            fed.append(_Fed(seq, len(take), n - 1 if done and not seq.closing else None))
         batch.n_tokens = n
         return fed
 
@@ -223,6 +233,9 @@ class Worker:
             assert seq.slot is not None
             seq.slot.tokens.extend(seq.pending[: item.count])
             del seq.pending[: item.count]
+            if seq.closing and not seq.pending:
+                self._finish(seq, "stop")  # only releases the slot: the end was sent
+                continue
             if seq.completion == 0:
                 self.prompt_tokens_evaluated += item.count
             if item.logits_index is None:
@@ -238,10 +251,22 @@ class Worker:
             text = seq.decoder.feed(token, final=reason is not None)
             if not seq.emit(TokenGenerated(token, text)):
                 seq.cancel()
-            if reason is not None:
+            if reason == "stop" and seq.suffix:
+                self._close_turn(seq, token)
+            elif reason is not None:
                 self._finish(seq, reason)
             else:
                 seq.pending = [token]
+
+    def _close_turn(self, seq: Sequence, token: int) -> None:
+        """Send the end now; feed the final token and the suffix into the cache next."""
+        assert seq.slot is not None
+        room = self._context_size - len(seq.slot.tokens)
+        seq.pending = [token, *seq.suffix][:room]
+        seq.closing = True
+        seq.sampler.free()
+        seq.finished = True
+        seq.emit(GenerationFinished("stop", seq.completion))
 
     def _stop_reason(self, seq: Sequence, token: int) -> FinishReason | None:
         """Why the sequence ends with ``token``, or None to go on."""
@@ -274,5 +299,7 @@ class Worker:
             self.cache.release(seq.slot)
             seq.slot = None
         seq.sampler.free()
-        self._announce(seq)
-        seq.emit(GenerationFinished(reason, seq.completion, error))
+        if not seq.finished:
+            seq.finished = True
+            self._announce(seq)
+            seq.emit(GenerationFinished(reason, seq.completion, error))

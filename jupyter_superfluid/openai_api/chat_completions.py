@@ -109,7 +109,12 @@ def to_chat_request(req: ChatCompletionRequest) -> ChatRequest:
         tool_choice=_tool_choice(req.tool_choice, tools),
         output_format=_format(req),
         sampling=ChatSampling(
-            req.temperature, req.top_p, req.seed, req.max_completion_tokens or req.max_tokens, stop
+            req.temperature,
+            req.top_p,
+            req.seed,
+            req.max_completion_tokens or req.max_tokens,
+            stop,
+            tuple((req.logit_bias or {}).items()),
         ),
         reasoning_effort=req.reasoning_effort,
     )

@@ -99,6 +99,7 @@ class ChatCompletionRequest(_Lenient):
     response_format: ResponseFormat | None = None
     n: int = Field(default=1, ge=1, le=1)
     reasoning_effort: str | None = None
+    logit_bias: dict[int, float] | None = None
 
 
 class TextConfig(_Lenient):
@@ -137,6 +138,7 @@ class ResponseCreateRequest(_Lenient):
     truncation: Literal["auto", "disabled"] = "disabled"
     conversation: Any = None
     prompt: Any = None
+    logit_bias: dict[int, float] | None = None  # an extension, as on chat completions
 
 
 class ListQuery(BaseModel):

@@ -99,7 +99,13 @@ class Responses:
             tools=tools,
             tool_choice=to_tool_choice(req.tool_choice, tools),
             output_format=to_output_format(body.get("text")),
-            sampling=ChatSampling(req.temperature, req.top_p, req.seed, req.max_output_tokens),
+            sampling=ChatSampling(
+                req.temperature,
+                req.top_p,
+                req.seed,
+                req.max_output_tokens,
+                logit_bias=tuple((req.logit_bias or {}).items()),
+            ),
             reasoning_effort=req.reasoning.effort if req.reasoning else None,
             instructions=req.instructions,
         )

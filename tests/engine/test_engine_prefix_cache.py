@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from sf_engine_helpers import Generation, agenerate, chat_prompt, generate
 
+from jupyter_superfluid.engine.base import GenerateRequest, SamplingParams
 from jupyter_superfluid.engine.llama import LlamaEngine
 
 MakeEngine = Callable[..., LlamaEngine]
@@ -121,3 +123,33 @@ def test_concurrent_requests_share_a_cached_prefix(sf_make_engine: MakeEngine) -
 
     runs = asyncio.run(burst())
     assert all(r.prompt.cached_tokens >= len(system) - 1 for r in runs)
+
+
+@dataclass(frozen=True)
+class _ClosingRequest(GenerateRequest):
+    """A request carrying the tokens that close a turn after <|im_end|>."""
+
+    cache_suffix: tuple[int, ...] = ()
+
+
+def test_cache_suffix_makes_the_whole_stored_turn_warm(sf_make_engine: MakeEngine) -> None:
+    engine = sf_make_engine()
+    newline = tuple(engine.tokenize("\n"))
+    prompt = chat_prompt(engine, "Remember me")
+
+    async def first_turn() -> Generation:
+        for seed in range(20):  # a seed whose answer ends on <|im_end|>
+            request = _ClosingRequest(
+                tuple(prompt), SamplingParams(seed=seed, max_tokens=200), cache_suffix=newline
+            )
+            run = Generation([e async for e in engine.generate(request)])
+            if run.finished.reason == "stop":
+                return run
+        raise AssertionError("no seed stopped")
+
+    first = asyncio.run(first_turn())
+    stored = prompt + first.tokens + list(newline)  # what the session layer keeps
+    nxt = stored + engine.tokenize("<|im_start|>user\nagain<|im_end|>\n<|im_start|>assistant\n")
+    second, evaluated = _run(engine, nxt, seed=1, max_tokens=4)
+    assert second.prompt.cached_tokens == len(stored)
+    assert evaluated == len(nxt) - len(stored)
