@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +42,7 @@ from .engine.base import (
 from .errors import ContextLengthExceeded, GenerationFailed, InvalidRequest
 from .models import ModelHub
 from .prompting import Continuation, Prompt, PromptBuilder, PromptEvent, head_key, message_item
-from .sessions import Event, NewResponse, NewSession, Store, new_id
+from .sessions import Event, IdempotentResult, NewResponse, NewSession, Store, new_id
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +172,7 @@ class ChatService:
             and meta.get("head") == head
         )
 
-    async def run(self, turn: Turn) -> AsyncIterator[ChatEvent]:
+    async def run(self, turn: Turn) -> AsyncGenerator[ChatEvent, None]:
         """Generate, yielding neutral events; the last one is ``Finished``.
 
         Closing this iterator early cancels the generation at the next token.
@@ -243,11 +243,18 @@ class ChatService:
             raise GenerationFailed(turn.result.reason or "generation failed")
         return turn.result
 
-    async def commit(self, turn: Turn, record: NewResponse | None = None) -> str:
-        """Log the turn's session (and ``record`` if stored) durably; the session id."""
-        return await asyncio.to_thread(self._commit_sync, turn, record)
+    async def commit(
+        self,
+        turn: Turn,
+        record: NewResponse | None = None,
+        idempotency: IdempotentResult | None = None,
+    ) -> str:
+        """Log the session (and ``record``, ``idempotency``) in one commit; the session id."""
+        return await asyncio.to_thread(self._commit_sync, turn, record, idempotency)
 
-    def _commit_sync(self, turn: Turn, record: NewResponse | None) -> str:
+    def _commit_sync(
+        self, turn: Turn, record: NewResponse | None, idempotency: IdempotentResult | None = None
+    ) -> str:
         assistant = assistant_message(turn.result.items)
         closing = None
         if turn.result.status == "completed":
@@ -277,7 +284,7 @@ class ChatService:
             Event(kind=e.kind, tokens=tuple(e.tokens), item=e.item)  # type: ignore[arg-type]
             for e in [*turn.prompt.events, output]
         ]
-        self.store.commit_turn(session, events, record)
+        self.store.commit_turn(session, events, record, idempotency=idempotency)
         turn.session_id = session.id
         return session.id
 

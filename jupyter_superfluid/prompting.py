@@ -18,7 +18,6 @@ from typing import Any
 from .chat.codec import ChatCodec
 from .chat.types import ChatMessage, ToolSpec
 
-
 _PROBE = "\u2063superfluid-probe\u2063"
 
 
@@ -190,7 +189,7 @@ class PromptBuilder:
         if not prompt.forkable or not eos:
             return []
         probe = ChatMessage("assistant", _PROBE)
-        full = self.render(prompt.messages + (probe,), tools, kwargs, generation=False)
+        full = self.render((*prompt.messages, probe), tools, kwargs, generation=False)
         tail = full[full.find(_PROBE) + len(_PROBE) :] if _PROBE in full else ""
         return self.tokenize(tail[len(eos) :]) if tail.startswith(eos) and tail != eos else []
 

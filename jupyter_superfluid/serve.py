@@ -45,6 +45,7 @@ class ServeApp(JupyterApp):
     """Run the superfluid model service without Jupyter."""
 
     name = "jupyter-superfluid-serve"
+    config_file_name = "jupyter_superfluid_config"
     version = __version__
     description = __doc__
     aliases = {**JupyterApp.aliases, **CLI_ALIASES}  # type: ignore[dict-item]
@@ -53,8 +54,7 @@ class ServeApp(JupyterApp):
 
     def initialize(self, argv: Any = None) -> None:
         """Parse flags and config files."""
-        super().initialize(argv)
-        self.load_config_file("jupyter_superfluid_config")
+        super().initialize(argv)  # reads jupyter_superfluid_config.py (config_file_name)
         self.settings = Superfluid(parent=self, log=self.log)
 
     def start(self) -> None:

@@ -227,6 +227,14 @@ class JupyterAuthMixin:
             return
         super().check_xsrf_cookie()  # type: ignore[misc]
 
+    def finish(self, *args: Any, **kwargs: Any) -> Any:
+        """Finish, keeping the Content-Type the handler set (e.g. problem+json)."""
+        # jupyter_server's APIHandler.finish forces application/json unless told otherwise.
+        handler: Any = self
+        current = handler._headers.get("Content-Type") or "application/json"
+        kwargs.setdefault("set_content_type", current)
+        return super().finish(*args, **kwargs)  # type: ignore[misc]
+
 
 async def _jupyter_prepare(handler: Any) -> None:
     from jupyter_server.base.handlers import APIHandler

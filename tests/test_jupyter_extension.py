@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -127,3 +126,49 @@ async def test_jupyter_answers_while_a_model_generates(
         if chunk.choices and chunk.choices[0].finish_reason:
             break
     assert seen_during >= 3  # the server answered /api/status mid-generation, repeatedly
+
+
+async def test_responses_api_inside_jupyter(jp_fetch, jp_http_port, jp_base_url, jp_serverapp):
+    client = sdk(jp_http_port, jp_base_url, jp_serverapp.identity_provider.token)
+    first = await client.responses.create(
+        model="superfluid/tiny-chatml", input="Hi", max_output_tokens=30, extra_body={"seed": 1}
+    )
+    second = await client.responses.create(
+        previous_response_id=first.id, input="Again", max_output_tokens=5
+    )
+    assert second.model == first.model and second.previous_response_id == first.id
+    assert (await client.responses.retrieve(second.id)).id == second.id
+    events = [
+        e.type
+        async for e in await client.responses.create(
+            model="superfluid/tiny-qwen3", input="s", max_output_tokens=5, stream=True
+        )
+    ]
+    assert events[0] == "response.created" and events[-1] in (
+        "response.completed",
+        "response.incomplete",
+    )
+    items = await client.responses.input_items.list(second.id)
+    assert [i.type for i in items.data] == ["message"]
+    await client.responses.delete(second.id)
+    with pytest.raises(openai.NotFoundError):
+        await client.responses.retrieve(second.id)
+    with pytest.raises(openai.BadRequestError) as info:
+        await client.responses.create(
+            model="superfluid/tiny-chatml", input="x", tools=[{"type": "web_search"}]
+        )
+    assert info.value.code == "unsupported_tool"
+
+
+async def test_browser_posts_need_xsrf(jp_fetch, jp_serverapp, jp_base_url, jp_http_port):
+    # A cookie-authenticated browser POST without the XSRF token is refused.
+    import httpx
+
+    url = jupyter_url(jp_http_port, jp_base_url) + "v1/chat/completions"
+    async with httpx.AsyncClient() as http:
+        r = await http.post(
+            url,
+            json={"model": "superfluid/tiny-chatml", "messages": []},
+            headers={"Cookie": "_xsrf=abc"},
+        )
+    assert r.status_code == 403

@@ -8,7 +8,7 @@ above it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
@@ -117,7 +117,7 @@ class Engine(Protocol):
         """Text of ``tokens``, control tokens rendered."""
         ...
 
-    def generate(self, request: GenerateRequest) -> AsyncIterator[EngineEvent]:
+    def generate(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:
         """Stream PromptEvaluated, then TokenGenerated*, then GenerationFinished.
 
         Closing the iterator early (``aclose``, or the consuming task being

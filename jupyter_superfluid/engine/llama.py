@@ -27,7 +27,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
@@ -169,7 +169,7 @@ class LlamaEngine:
         if self._closed:
             raise EngineError("the engine is closed")
 
-    def generate(self, request: GenerateRequest) -> AsyncIterator[EngineEvent]:
+    def generate(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:
         """Stream PromptEvaluated, TokenGenerated*, GenerationFinished.
 
         Raises at once (before evaluating anything): ContextOverflowError when
@@ -206,7 +206,7 @@ class LlamaEngine:
 
     async def _stream(
         self, request: GenerateRequest, sampler: Sampler, suffix: tuple[int, ...]
-    ) -> AsyncIterator[EngineEvent]:
+    ) -> AsyncGenerator[EngineEvent, None]:
         """Submit to the worker and relay its events; closing cancels."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[EngineEvent] = asyncio.Queue()

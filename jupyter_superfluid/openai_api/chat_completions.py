@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from ..chat.types import (
@@ -77,9 +77,9 @@ def to_message(raw: dict[str, Any], i: int) -> ChatMessage:
         )
     reasoning = raw.get("reasoning_content")
     return ChatMessage(
-        role,
+        role,  # type: ignore[arg-type]  # one of ROLES' values
         text,
-        reasoning=reasoning if isinstance(reasoning, str) else None,  # type: ignore[arg-type]
+        reasoning=reasoning if isinstance(reasoning, str) else None,
         tool_calls=calls,
         tool_call_id=tool_call_id,
     )
@@ -214,7 +214,7 @@ class ChatCompletions:
             "usage": usage_body(result),
         }
 
-    async def stream(self, req: ChatCompletionRequest, turn: Turn) -> AsyncIterator[str]:
+    async def stream(self, req: ChatCompletionRequest, turn: Turn) -> AsyncGenerator[str, None]:
         """chat.completion.chunk events as JSON strings, then ``[DONE]``."""
         env = _envelope(req, "chat.completion.chunk")
         calls: dict[int, int] = {}  # output index → tool_calls index

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from ..generation import Turn
 from ..web import ClientGone, ProtocolHandler
@@ -15,7 +15,7 @@ class OpenAIHandler(ProtocolHandler):
     error_style = "openai"
 
     async def pump_sse(
-        self, chunks: AsyncIterator[str], turn: Turn, *, named: bool = False
+        self, chunks: AsyncGenerator[str, None], turn: Turn, *, named: bool = False
     ) -> None:
         """Send ``chunks`` as SSE; a disconnect closes them, which cancels generation.
 
@@ -24,7 +24,12 @@ class OpenAIHandler(ProtocolHandler):
         """
         self.start_sse()
         task = asyncio.current_task()
-        self.on_close(lambda: task.cancel() if task else None)
+
+        def cancel() -> None:
+            if task is not None:
+                task.cancel()
+
+        self.on_close(cancel)
         try:
             async for chunk in chunks:
                 if not self._headers_written:

@@ -6,43 +6,17 @@ wrong types and out-of-range values become a 400 naming the field.
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import InvalidRequest
+from ..validation import field_path, parse
 
-M = TypeVar("M", bound=BaseModel)
+__all__ = ["field_path", "parse"]  # re-exported: the OpenAI services import them here
 
 
 class _Lenient(BaseModel):
     model_config = ConfigDict(extra="allow")
-
-
-def parse(cls: type[M], body: dict[str, Any]) -> M:
-    """Validate ``body`` as ``cls``, or raise a 400 naming the first bad field."""
-    try:
-        return cls.model_validate(body)
-    except ValidationError as err:
-        first = err.errors()[0]
-        param = field_path(first["loc"])
-        raise InvalidRequest(f"{param}: {first['msg']}", param=param or None) from err
-
-
-def field_path(loc: tuple[Any, ...]) -> str:
-    """``("messages", 0, "content")`` → ``messages[0].content``."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif not _is_union_tag(part):
-            out += f".{part}" if out else str(part)
-    return out
-
-
-def _is_union_tag(part: str) -> bool:
-    # pydantic inserts union member names ("str", "list[...]") into locations.
-    return part in ("str", "int", "float", "bool") or "[" in part or part.endswith("]")
 
 
 Temperature = Field(default=None, ge=0, le=2)

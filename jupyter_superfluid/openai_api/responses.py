@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
@@ -215,7 +215,7 @@ class Responses:
         await self._commit(rt, body)
         return body
 
-    async def stream(self, rt: ResponseTurn) -> AsyncIterator[dict[str, Any]]:
+    async def stream(self, rt: ResponseTurn) -> AsyncGenerator[dict[str, Any], None]:
         """Stream events, numbered from 0; the final one after the response is stored."""
         seq = Sequencer()
         assembler = OutputAssembler(rt.id)
@@ -237,7 +237,7 @@ class Responses:
 
     async def _final_events(
         self, rt: ResponseTurn, assembler: OutputAssembler
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncGenerator[dict[str, Any], None]:
         body = self.final_body(rt, assembler)
         if body["status"] == "failed":
             yield {

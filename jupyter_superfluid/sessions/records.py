@@ -158,6 +158,7 @@ class TaskRecord:
     created_at: float
     updated_at: float
     last_seq: int  # seq of its newest event; 0 before the first
+    result: Any = None  # the protocol's final result (opaque JSON), set when it finished
 
     @property
     def final(self) -> bool:

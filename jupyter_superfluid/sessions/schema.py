@@ -107,8 +107,12 @@ V1: list[str] = [
     "CREATE INDEX task_events_age ON task_events(created_at)",
 ]
 
+# Version 2: a finished task keeps its final result (the LMSP response object), which
+# outlives the retention window of its events.
+V2: list[str] = ["ALTER TABLE tasks ADD COLUMN result TEXT"]
+
 # Append (version, statements) pairs; never edit a released one.
-MIGRATIONS: list[tuple[int, list[str]]] = [(1, V1)]
+MIGRATIONS: list[tuple[int, list[str]]] = [(1, V1), (2, V2)]
 LATEST_VERSION = MIGRATIONS[-1][0]
 
 

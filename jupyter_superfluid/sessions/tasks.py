@@ -55,6 +55,7 @@ def _to_task(row: sqlite3.Row) -> TaskRecord:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         last_seq=row["last_seq"],
+        result=load_json(row["result"]),
     )
 
 
@@ -85,11 +86,18 @@ def _finish(
     final_event: tuple[str, Any],
     error: Any,
     now: float,
+    result: Any = None,
 ) -> None:
     _append(conn, row, [final_event], now)
     conn.execute(
-        "UPDATE tasks SET status = ?, error = ?, updated_at = ? WHERE id = ?",
-        (status, None if error is None else dump_json(error), now, row["id"]),
+        "UPDATE tasks SET status = ?, error = ?, result = ?, updated_at = ? WHERE id = ?",
+        (
+            status,
+            None if error is None else dump_json(error),
+            None if result is None else dump_json(result),
+            now,
+            row["id"],
+        ),
     )
 
 
@@ -175,8 +183,9 @@ class TasksMixin:
         *,
         error: Any = None,
         response_id: str | None = None,
+        result: Any = None,
     ) -> bool:
-        """Append the final event and set a final status durably; False if already final."""
+        """Append the final event and set a final status (and result) durably; False if final."""
         if status not in FINAL_TASK_STATUSES:
             raise ValueError(f"{status!r} is not a final task status")
         with self._db.write() as conn:
@@ -187,7 +196,7 @@ class TasksMixin:
                 conn.execute(
                     "UPDATE tasks SET response_id = ? WHERE id = ?", (response_id, task_id)
                 )
-            _finish(conn, row, status, final_event, error, self._clock())
+            _finish(conn, row, status, final_event, error, self._clock(), result)
             return True
 
     def events_after(
