@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from .chat.codec import ChatCodec
 from .engine.base import Engine, EngineError, ModelLoadError
@@ -33,6 +34,7 @@ class ModelHub:
         self.registry = registry
         self.created = int(time.time())
         self._loaded: dict[str, LoadedModel] = {}
+        self._peeked: dict[str, ChatCodec | None] = {}
         self._lock = asyncio.Lock()
 
     def ids(self) -> list[str]:
@@ -73,6 +75,29 @@ class ModelHub:
                 self._loaded[model_id] = LoadedModel(model_id, engine, codec)
         return self._loaded[model_id]
 
+    async def peek_codec(self, model_id: str) -> ChatCodec | None:
+        """A model's codec without loading it: read from its file when the file is here.
+
+        For discovery. None for a model from the hub that is not loaded, so that
+        listing models never downloads one.
+        """
+        if model_id in self._loaded:
+            return self._loaded[model_id].codec
+        if model_id not in self._peeked:
+            self._peeked[model_id] = await asyncio.to_thread(self._peek, model_id)
+        return self._peeked[model_id]
+
+    def _peek(self, model_id: str) -> ChatCodec | None:
+        try:
+            spec = self.registry.spec(model_id)
+            if spec.kind == "hf":
+                return None
+            path = self.registry.resolve(model_id)
+            template = _template_of(path)
+        except Exception:  # a broken or missing file is reported when it is loaded
+            return None
+        return ChatCodec(template or _FALLBACK_TEMPLATE)
+
     async def _load(self, model_id: str) -> Engine:
         try:
             return await self.registry.get(model_id)
@@ -89,6 +114,16 @@ class ModelHub:
         """Close every loaded engine."""
         await self.registry.close()
         self._loaded.clear()
+
+
+def _template_of(path: Path) -> str | None:
+    """The chat template in a GGUF file's header, read without loading the model."""
+    from gguf import GGUFReader  # only discovery needs it
+
+    field = GGUFReader(path).fields.get("tokenizer.chat_template")
+    if field is None or not field.data:
+        return None
+    return bytes(field.parts[field.data[0]]).decode("utf-8")
 
 
 # ChatML, for a GGUF that carries no template of its own.

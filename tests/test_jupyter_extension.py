@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -172,3 +173,22 @@ async def test_browser_posts_need_xsrf(jp_fetch, jp_serverapp, jp_base_url, jp_h
             headers={"Cookie": "_xsrf=abc"},
         )
     assert r.status_code == 403
+
+
+async def test_sync_sdk_against_jupyter(jp_fetch, jp_http_port, jp_base_url, jp_serverapp):
+    # The sync client blocks, so it runs in a thread while the server runs on this loop.
+    def call():
+        client = openai.OpenAI(
+            base_url=jupyter_url(jp_http_port, jp_base_url) + "v1",
+            api_key=jp_serverapp.identity_provider.token,
+            max_retries=0,
+        )
+        ids = [m.id for m in client.models.list()]
+        out = client.chat.completions.create(
+            model=ids[0], max_tokens=4, seed=2, messages=[{"role": "user", "content": "s"}]
+        )
+        return ids, out
+
+    ids, out = await asyncio.to_thread(call)
+    assert ids == ["superfluid/tiny-chatml", "superfluid/tiny-qwen3"]
+    assert out.usage.completion_tokens <= 4

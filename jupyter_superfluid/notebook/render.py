@@ -99,7 +99,9 @@ def pieces(event: Mapping[str, Any]) -> list[tuple[str, str]]:
     if kind == "response.completed" and event.get("streamed") is False:
         reply = Reply(dict(event.get("response") or {}))  # a round that did not stream
         out = [("thinking", reply.reasoning_text), ("text", reply.output_text)]
-        out += [("tool", f"→ {c.get('name')}({c.get('arguments', '')})") for c in reply.function_calls]
+        out += [
+            ("tool", f"→ {c.get('name')}({c.get('arguments', '')})") for c in reply.function_calls
+        ]
         return [(k, t) for k, t in out if t]
     return []
 

@@ -41,7 +41,10 @@ def run_openai(
     """One ``responses.create`` round; the final response as a dict."""
     kwargs = sdk_params(params)
     if not stream:
-        final = client.responses.create(**kwargs).model_dump(mode="json")
+        try:
+            final = client.responses.create(**kwargs).model_dump(mode="json")
+        except KeyboardInterrupt:
+            raise Cancelled(None) from None  # the SDK closed the connection on the way out
         on_event({"type": "response.completed", "response": final, "streamed": False})
         return dict(final)
     response_id: str | None = None

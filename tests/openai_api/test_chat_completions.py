@@ -306,3 +306,25 @@ def test_unknown_model_via_sdk_is_bad_request(openai_client):
             model="ghost", messages=[{"role": "user", "content": "x"}]
         )
     assert info.value.code == "model_not_found"
+
+
+def test_stop_string_cuts_the_text(openai_client):
+    kwargs = dict(
+        model="superfluid/tiny-chatml",
+        messages=[{"role": "user", "content": "s"}],
+        max_tokens=40,
+        seed=12,
+        temperature=1.0,
+    )
+    whole = openai_client.chat.completions.create(**kwargs).choices[0].message.content
+    assert len(whole) > 6
+    stop = whole[4:6]
+    cut = openai_client.chat.completions.create(stop=[stop], **kwargs)
+    assert cut.choices[0].message.content == whole[: whole.index(stop)]
+    assert cut.choices[0].finish_reason == "stop"
+    streamed = "".join(
+        c.choices[0].delta.content or ""
+        for c in openai_client.chat.completions.create(stop=stop, stream=True, **kwargs)
+        if c.choices
+    )
+    assert streamed == whole[: whole.index(stop)]

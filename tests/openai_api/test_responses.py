@@ -12,9 +12,12 @@ import pytest
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
+from jupyter_superfluid.engine.testmodels import EOS_TOKEN, vocabulary
+
 CHATML = "superfluid/tiny-chatml"
 QWEN = "superfluid/tiny-qwen3"
 EVENTS = TypeAdapter(ResponseStreamEvent)
+NO_EOS_BIAS = {str(vocabulary()[0].index(EOS_TOKEN)): -100}
 CITY = {
     "type": "object",
     "properties": {"city": {"enum": ["Paris", "Oslo"]}},
@@ -424,3 +427,109 @@ def test_final_response_validates_as_sdk_model(openai_client):
         model=QWEN, input="v", max_output_tokens=20, tools=[WEATHER, CRM]
     )
     Response.model_validate(r.model_dump(mode="json"))
+
+
+IGNORED = {
+    "user": "u1",
+    "safety_identifier": "s",
+    "prompt_cache_key": "k",
+    "service_tier": "auto",
+    "include": ["reasoning.encrypted_content"],
+    "top_logprobs": 2,
+    "max_tool_calls": 3,
+    "stream_options": {"include_obfuscation": False},
+}
+
+
+def test_ignored_fields_are_accepted(standalone):
+    body = {"model": CHATML, "input": "x", "max_output_tokens": 2, **IGNORED}
+    r = httpx.post(standalone.base_url + "/responses", json=body, timeout=30)
+    assert r.status_code == 200, r.text
+
+
+def test_audio_input_is_refused_clearly(standalone):
+    body = {
+        "model": CHATML,
+        "max_output_tokens": 2,
+        "input": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_audio", "input_audio": {"data": "AA==", "format": "wav"}}
+                ],
+            }
+        ],
+    }
+    r = httpx.post(standalone.base_url + "/responses", json=body, timeout=30)
+    assert r.status_code == 400
+    assert r.json()["error"]["code"] == "unsupported_input"
+
+
+def test_reasoning_and_call_items_join_their_turns(openai_client):
+    items = [
+        {"role": "user", "content": "q"},
+        {
+            "type": "reasoning",
+            "summary": [],
+            "content": [{"type": "reasoning_text", "text": "thinking"}],
+        },
+        {
+            "type": "function_call",
+            "call_id": "c1",
+            "name": "get_weather",
+            "arguments": '{"city": "Paris"}',
+        },
+        {
+            "type": "function_call_output",
+            "call_id": "c1",
+            "output": [{"type": "input_text", "text": "sunny"}],
+        },
+    ]
+    r = openai_client.responses.create(
+        model=QWEN, input=items, tools=[WEATHER], max_output_tokens=3
+    )
+    assert r.status in ("completed", "incomplete")
+
+
+def _stream_types(url: str, body: dict, out: list, barrier) -> None:
+    barrier.wait()
+    with httpx.stream("POST", url, json=body, timeout=60) as r:
+        out.append([json.loads(ln[6:]) for ln in r.iter_lines() if ln.startswith("data: ")])
+
+
+def test_generation_failure_mid_stream_is_error_then_failed(sf_start_standalone):
+    # Two long answers that cannot both fit the shared KV cache: the engine fails the
+    # newer one mid-generation, which must end its stream with error + response.failed.
+    import threading
+
+    server = sf_start_standalone("--cache-slots=2", "--kv-tokens=2048")
+    body = {
+        "model": CHATML,
+        "input": "x",
+        "stream": True,
+        "max_output_tokens": 1500,
+        "logit_bias": NO_EOS_BIAS,
+    }
+    failed = []
+    for _ in range(3):
+        streams: list = []
+        barrier = threading.Barrier(2)
+        threads = [
+            threading.Thread(
+                target=_stream_types, args=(server.base_url + "/responses", body, streams, barrier)
+            )
+            for _ in range(2)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        failed += [s for s in streams if s[-1]["type"] == "response.failed"]
+        if failed:
+            break
+    assert failed, "two 1500-token answers should not fit a 2048-token KV cache"
+    for events in failed:
+        assert [e["type"] for e in events[-2:]] == ["error", "response.failed"]
+        assert events[-1]["response"]["status"] == "failed"
+        rid = events[-1]["response"]["id"]
+        assert httpx.get(f"{server.base_url}/responses/{rid}").status_code == 404

@@ -1,0 +1,76 @@
+"""LMSP discovery: the service document and the models with their capabilities.
+
+``GET /lmsp/v1`` says which protocol versions this service speaks and where
+its endpoints are; ``GET /lmsp/v1/models[/{id}]`` describes each model: its
+capabilities (from its chat codec), context window, output cap and whether it
+is loaded. Listing never loads a model: a model not loaded yet is described
+from its file's header, or, for a model the hub has not downloaded, without
+the capabilities that depend on its template (``null`` until it loads).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import __version__
+from ..config import Superfluid
+from ..errors import NotFound
+from ..models import ModelHub
+from . import capabilities
+from .protocol import EXTENSION, SUPPORTED_VERSIONS
+
+
+class Discovery:
+    """Describes the service and its models."""
+
+    def __init__(self, models: ModelHub, config: Superfluid) -> None:
+        self.models = models
+        self.config = config
+
+    def service(self, base: str) -> dict[str, Any]:
+        """The service document; ``base`` is this service's ``…/lmsp/v1`` path."""
+        return {
+            "object": "service",
+            "protocol": "lmsp",
+            "protocol_versions": list(SUPPORTED_VERSIONS),
+            "service": {"name": "jupyter_superfluid", "version": __version__},
+            "capabilities": list(capabilities.NAMES),
+            "extensions": [EXTENSION],
+            "links": {
+                "self": base,
+                "models": f"{base}/models",
+                "responses": f"{base}/responses",
+                "tasks": f"{base}/tasks",
+            },
+        }
+
+    async def model(self, model_id: str) -> dict[str, Any]:
+        """One model, or 404 ``model_not_found``."""
+        if model_id not in self.models.ids():
+            raise NotFound(
+                f"the model '{model_id}' is not served here",
+                param="model_id",
+                code="model_not_found",
+            )
+        codec = await self.models.peek_codec(model_id)
+        caps: dict[str, bool | None]
+        if codec is not None:
+            caps = dict(capabilities.model_capabilities(codec))
+        else:
+            caps = {name: True for name in capabilities.NAMES}
+            caps.update(tools=None, reasoning=None)  # known once its template is read
+        window = self.config.context_size
+        if self.models.is_loaded(model_id):
+            window = (await self.models.get(model_id)).engine.info.context_size
+        return {
+            "id": model_id,
+            "object": "model",
+            "capabilities": caps,
+            "context_window": window,
+            "max_output_tokens": min(self.config.max_tokens or window, window),
+            "state": "loaded" if self.models.is_loaded(model_id) else "not_loaded",
+        }
+
+    async def listing(self) -> dict[str, Any]:
+        """Every served model."""
+        return {"object": "list", "data": [await self.model(m) for m in self.models.ids()]}

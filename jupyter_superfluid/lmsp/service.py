@@ -1,0 +1,39 @@
+"""The LMSP layer's services, built once by the composition root."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import Superfluid
+from ..generation import ChatService
+from ..models import ModelHub
+from ..sessions import Store
+from .discovery import Discovery
+from .idempotency import Idempotency
+from .responses import LmspResponses
+from .tasks import TaskRunner
+
+
+@dataclass
+class Lmsp:
+    """Responses, tasks, idempotency and discovery of ``/lmsp/v1``."""
+
+    responses: LmspResponses
+    tasks: TaskRunner
+    idempotency: Idempotency
+    discovery: Discovery
+
+    @classmethod
+    def create(cls, chat: ChatService, store: Store, models: ModelHub, config: Superfluid) -> Lmsp:
+        """Build the LMSP services on the shared chat path and store."""
+        responses = LmspResponses(chat, store, models)
+        return cls(
+            responses,
+            TaskRunner(responses, store),
+            Idempotency(store),
+            Discovery(models, config),
+        )
+
+    async def close(self) -> None:
+        """Stop the running tasks (each ends failed, as after a restart)."""
+        await self.tasks.close()

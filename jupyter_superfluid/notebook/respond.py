@@ -1,0 +1,230 @@
+"""What a ``%%respond`` cell does, without IPython's parsing: defaults, conversation, rounds.
+
+``NotebookSession`` (one per shell) holds the defaults set with ``%respond`` and the
+notebook's current conversation (the last response a cell produced). ``run`` sends one
+cell: it resolves the model, streams each round to the renderer, runs the tools the
+model calls and sends their outputs back until the model answers (bounded by
+``max_rounds``), and parses structured output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from .client import ENV_MODEL, Endpoint, client, find_server
+from .lmsp import run_lmsp
+from .render import RenderMeta, StreamRenderer
+from .result import Reply, ToolResult
+from .tools import Tool, call_tool
+from .transport import run_openai
+
+
+class RespondFailure(Exception):
+    """A cell failed for a reason worth one readable line."""
+
+
+@dataclass
+class Settings:
+    """Per-cell options that ``%respond`` can also set as defaults."""
+
+    model: str | None = None
+    instructions: str | None = None
+    reasoning: str | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    seed: int | None = None
+    max_rounds: int | None = None
+    no_stream: bool | None = None
+    lmsp: bool | None = None
+
+    def over(self, base: Settings) -> Settings:
+        """These settings, with ``base`` filling what is unset."""
+        merged = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name, value in merged.items():
+            if value is None:
+                merged[name] = getattr(base, name)
+        return Settings(**merged)
+
+    def given(self) -> dict[str, Any]:
+        """The settings that are set."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name)}
+
+
+@dataclass
+class Schema:
+    """Structured output: the ``text.format`` to send and how to read the answer."""
+
+    name: str
+    json_schema: dict[str, Any]
+    model: Any = None  # a pydantic model class, or None for a plain JSON schema
+
+    def format(self) -> dict[str, Any]:
+        """The Responses ``text.format``."""
+        return {"type": "json_schema", "name": self.name, "schema": self.json_schema}
+
+    def parse(self, reply: Reply) -> Any:
+        """The validated pydantic object or dict; RespondFailure when it does not validate."""
+        text = reply.output_text
+        if reply.data.get("status") == "incomplete":
+            raise RespondFailure(
+                f"the output was cut at the token limit, so it is not a whole {self.name} "
+                f"(response {reply.id}); raise --max-tokens"
+            )
+        try:
+            if self.model is not None:
+                return self.model.model_validate_json(text)
+            value = json.loads(text)
+            import jsonschema
+
+            jsonschema.validate(value, self.json_schema)
+            return value
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise RespondFailure(
+                f"the output does not validate as {self.name} (response {reply.id}): {first}"
+            ) from None
+
+
+@dataclass
+class CellRequest:
+    """One cell, with its options resolved against the namespace."""
+
+    input: str
+    settings: Settings
+    previous_response_id: str | None
+    schema: Schema | None = None
+    tools: list[Tool] = field(default_factory=list)
+    tool_choice: str | dict[str, Any] = "auto"
+
+
+@dataclass
+class NotebookSession:
+    """The magic's state in one shell: defaults and the current conversation."""
+
+    defaults: Settings = field(default_factory=Settings)
+    last: Reply | None = None  # the last reply a cell produced (the conversation's head)
+    head: str | None = None  # the response id the next cell continues; None: a new one
+    _clients: dict[tuple[str, str], Any] = field(default_factory=dict)
+    _models: dict[str, str] = field(default_factory=dict)
+
+    def client(self, ep: Endpoint) -> Any:
+        """One SDK client per endpoint; no retries, so errors show at once."""
+        key = (ep.base_url, ep.api_key)
+        if key not in self._clients:
+            self._clients[key] = client(base_url=ep.base_url, api_key=ep.api_key, max_retries=0)
+        return self._clients[key]
+
+    def model_for(self, ep: Endpoint, settings: Settings, previous: str | None) -> str | None:
+        """The model to ask for; None lets the server continue with the previous one."""
+        chosen = settings.model or os.environ.get(ENV_MODEL, "").strip() or None
+        if chosen:
+            return chosen
+        if previous and not settings.lmsp:
+            return None  # the server defaults to the previous response's model
+        if previous:  # LMSP requires a model: take the one the conversation used
+            if self.last is not None and self.last.id == previous:
+                return str(self.last.data.get("model"))
+            return str(self.client(ep).responses.retrieve(previous).model)
+        if ep.base_url not in self._models:
+            served = [m.id for m in self.client(ep).models.list()]
+            if not served:
+                raise RespondFailure(f"the server at {ep.base_url} serves no models")
+            self._models[ep.base_url] = served[0]
+        return self._models[ep.base_url]
+
+    def run(self, req: CellRequest, renderer: StreamRenderer) -> Reply:
+        """Send the cell, run the tool loop, and make its last reply the conversation head."""
+        ep = find_server()
+        settings = req.settings
+        model = self.model_for(ep, settings, req.previous_response_id)
+        renderer.start(
+            RenderMeta(
+                model=model,
+                previous_response_id=req.previous_response_id,
+                input=req.input,
+                stream=not settings.no_stream,
+                protocol="lmsp" if settings.lmsp else "openai",
+                options=settings.given(),
+            )
+        )
+        reply = self._rounds(ep, req, model, renderer)
+        self.last, self.head = reply, reply.id
+        return reply
+
+    def _rounds(
+        self, ep: Endpoint, req: CellRequest, model: str | None, renderer: StreamRenderer
+    ) -> Reply:
+        """Request, run the calls, send their outputs back; at most ``max_rounds`` requests."""
+        max_rounds = max(1, req.settings.max_rounds or 4)
+        by_name = {tool.name: tool for tool in req.tools}
+        params = self._params(req, model)
+        earlier: list[Reply] = []
+        results: list[ToolResult] = []
+        for number in range(1, max_rounds + 1):
+            if req.tools and number > 1:
+                # After the first round the model may answer; the last round must.
+                params["tool_choice"] = "none" if number == max_rounds else "auto"
+            reply = Reply(self._one(ep, params, req.settings, renderer))
+            calls = reply.function_calls
+            if not (calls and by_name) or number == max_rounds:
+                break
+            outputs = []
+            for call in calls:
+                result = _run_call(by_name, call)
+                results.append(result)
+                renderer.on_event({"type": "superfluid.tool_output", **vars(result)})
+                outputs.append(
+                    {
+                        "type": "function_call_output",
+                        "call_id": result.call_id,
+                        "output": result.output,
+                    }
+                )
+            earlier.append(reply)
+            params.update(input=outputs, previous_response_id=reply.id, model=model)
+        return Reply(reply.response, earlier, results)
+
+    def _params(self, req: CellRequest, model: str | None) -> dict[str, Any]:
+        """The Responses parameters of the first round."""
+        s = req.settings
+        params: dict[str, Any] = {
+            "model": model,
+            "input": req.input,
+            "previous_response_id": req.previous_response_id,
+            "instructions": s.instructions,
+            "max_output_tokens": s.max_tokens,
+            "temperature": s.temperature,
+            "seed": s.seed,
+        }
+        if s.reasoning:
+            params["reasoning"] = {"effort": s.reasoning}
+        if req.schema is not None:
+            params["text"] = {"format": req.schema.format()}
+        if req.tools:
+            params["tools"] = [tool.spec for tool in req.tools]
+            params["tool_choice"] = req.tool_choice
+        return params
+
+    def _one(
+        self, ep: Endpoint, params: Mapping[str, Any], s: Settings, renderer: StreamRenderer
+    ) -> dict[str, Any]:
+        """One round through the chosen protocol."""
+        stream = not s.no_stream
+        if s.lmsp:
+            return run_lmsp(
+                ep.lmsp_url, ep.api_key, params, stream=stream, on_event=renderer.on_event
+            )
+        return run_openai(self.client(ep), params, stream=stream, on_event=renderer.on_event)
+
+
+def _run_call(tools: Mapping[str, Tool], call: Mapping[str, Any]) -> ToolResult:
+    """Run one function call in the kernel; unknown names answer with an error text."""
+    name = str(call.get("name"))
+    arguments = str(call.get("arguments") or "")
+    tool = tools.get(name)
+    output = call_tool(tool, arguments) if tool else f"unknown tool {name!r}"
+    return ToolResult(str(call.get("call_id")), name, arguments, output)
