@@ -1,4 +1,4 @@
-"""The README's configuration table is generated from the traits and must match them."""
+"""Project-wide checks: the README config table matches the traits, import layers hold."""
 
 from __future__ import annotations
 
@@ -30,3 +30,13 @@ def test_readme_test_command_is_what_ci_runs():
         r"```bash\n(python3 -m venv .venv && .venv/bin/pip install -e .*)\n```", README.read_text()
     ).group(1)
     assert command.split(" && ")[0] in ci and "pip install" in ci and "pytest" in ci
+
+
+def test_import_contracts_hold():
+    """DESIGN's layering, checked by import-linter (contracts in pyproject.toml)."""
+    import subprocess
+    import sys
+
+    lint = Path(sys.executable).with_name("lint-imports")
+    out = subprocess.run([str(lint)], capture_output=True, text=True, cwd=Path(__file__).parents[1])
+    assert out.returncode == 0, out.stdout[-3000:]

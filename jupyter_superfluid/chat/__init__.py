@@ -1,0 +1,1 @@
+"""The chat layer: templates (codec), output parsers, grammars and sampling; no HTTP."""
