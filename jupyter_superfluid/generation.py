@@ -57,6 +57,7 @@ class TurnResult:
     items: list[OutputItem] = field(default_factory=list)
     generated: list[int] = field(default_factory=list)
     generated_text: str = ""
+    reasoning_tokens: int = 0
 
 
 @dataclass
@@ -190,6 +191,9 @@ class ChatService:
                     turn.cached_tokens = cached
                     yield PromptProcessed(prompt_tokens, cached)
                 elif isinstance(event, TokenGenerated):
+                    # A token generated inside the reasoning section (its closing tag
+                    # included) is a reasoning token: counted as generated, not re-tokenized.
+                    result.reasoning_tokens += parser.in_reasoning
                     result.generated.append(event.token_id)
                     result.generated_text += event.text
                     for out in stops.apply(parser.feed(event.text)):
@@ -224,14 +228,11 @@ class ChatService:
             result.status = "cancelled"
         elif reason == "error":
             result.status = "failed"
-        # The spec counts reasoning tokens as the reasoning text's token count.
-        reasoning = "".join(i.text for i in result.items if i.kind == "reasoning")
-        reasoning_tokens = len(turn.engine.tokenize(reasoning, special=False)) if reasoning else 0
         result.usage = Usage(
             input_tokens=prompt,
             cached_tokens=cached,
             output_tokens=len(result.generated),
-            reasoning_tokens=reasoning_tokens,
+            reasoning_tokens=result.reasoning_tokens,
         )
         return Finished(result.status, result.usage, result.reason)  # type: ignore[arg-type]
 

@@ -264,7 +264,7 @@ def to_output_format(text: Any) -> OutputFormat:
             json.dumps(schema)
         except (TypeError, ValueError) as err:
             raise InvalidRequest(f"text.format.schema: {err}", param="text.format.schema") from err
-        return OutputFormat("json_schema", schema, fmt.get("name"))
+        return OutputFormat("json_schema", schema, fmt.get("name"), param="text.format.schema")
     raise InvalidRequest(
         "text.format.type must be text, json_object or json_schema", param="text.format.type"
     )

@@ -27,6 +27,14 @@ class LoadedModel:
     codec: ChatCodec
 
 
+@dataclass(frozen=True)
+class PeekedModel:
+    """A model as its file describes it: its template's codec and trained context."""
+
+    codec: ChatCodec
+    context_size: int | None  # None when the file does not say
+
+
 class ModelHub:
     """Resolves model ids to loaded models, each loaded and probed once."""
 
@@ -34,7 +42,7 @@ class ModelHub:
         self.registry = registry
         self.created = int(time.time())
         self._loaded: dict[str, LoadedModel] = {}
-        self._peeked: dict[str, ChatCodec | None] = {}
+        self._peeked: dict[str, PeekedModel | None] = {}
         self._lock = asyncio.Lock()
 
     def ids(self) -> list[str]:
@@ -75,28 +83,28 @@ class ModelHub:
                 self._loaded[model_id] = LoadedModel(model_id, engine, codec)
         return self._loaded[model_id]
 
-    async def peek_codec(self, model_id: str) -> ChatCodec | None:
-        """A model's codec without loading it: read from its file when the file is here.
+    async def peek(self, model_id: str) -> PeekedModel | None:
+        """What a model's file says without loading it: its template's codec, its context.
 
-        For discovery. None for a model from the hub that is not loaded, so that
-        listing models never downloads one.
+        For discovery. From the loaded model when it is loaded; None for a model
+        from the hub that is not, so that describing models never downloads one.
         """
         if model_id in self._loaded:
-            return self._loaded[model_id].codec
+            loaded = self._loaded[model_id]
+            return PeekedModel(loaded.codec, loaded.engine.info.context_size)
         if model_id not in self._peeked:
             self._peeked[model_id] = await asyncio.to_thread(self._peek, model_id)
         return self._peeked[model_id]
 
-    def _peek(self, model_id: str) -> ChatCodec | None:
+    def _peek(self, model_id: str) -> PeekedModel | None:
         try:
             spec = self.registry.spec(model_id)
             if spec.kind == "hf":
                 return None
-            path = self.registry.resolve(model_id)
-            template = _template_of(path)
+            template, trained = _read_header(self.registry.resolve(model_id))
         except Exception:  # a broken or missing file is reported when it is loaded
             return None
-        return ChatCodec(template or _FALLBACK_TEMPLATE)
+        return PeekedModel(ChatCodec(template or _FALLBACK_TEMPLATE), trained)
 
     async def _load(self, model_id: str) -> Engine:
         try:
@@ -116,14 +124,23 @@ class ModelHub:
         self._loaded.clear()
 
 
-def _template_of(path: Path) -> str | None:
-    """The chat template in a GGUF file's header, read without loading the model."""
+def _read_header(path: Path) -> tuple[str | None, int | None]:
+    """The chat template and trained context length in a GGUF file's header."""
     from gguf import GGUFReader  # only discovery needs it
 
-    field = GGUFReader(path).fields.get("tokenizer.chat_template")
-    if field is None or not field.data:
-        return None
-    return bytes(field.parts[field.data[0]]).decode("utf-8")
+    fields = GGUFReader(path).fields
+
+    def value(name: str) -> object:
+        field = fields.get(name)
+        return field.contents() if field is not None and field.data else None
+
+    arch = value("general.architecture")
+    template = value("tokenizer.chat_template")
+    trained = value(f"{arch}.context_length")
+    return (
+        template if isinstance(template, str) else None,
+        trained if isinstance(trained, int) else None,
+    )
 
 
 # ChatML, for a GGUF that carries no template of its own.

@@ -127,6 +127,7 @@ def start_standalone(
     *args: str,
     sessions_dir: Path | None = None,
     models: tuple[str, ...] = TINY_MODELS,
+    context_size: int = 2048,
 ) -> StandaloneServer:
     """Start ``python -m jupyter_superfluid serve`` on a free port and wait for it."""
     port = free_port()
@@ -141,7 +142,7 @@ def start_standalone(
         f"--port={port}",
         f"--sessions-dir={store}",
         f"--model-cache-dir={model_cache}",
-        "--ctx-size=2048",
+        f"--ctx-size={context_size}",
         *(f"--model={m}" for m in models),
         *args,
     ]

@@ -17,6 +17,7 @@ from .config import Superfluid
 from .engine.registry import ModelRegistry
 from .errors import NotFound
 from .generation import ChatService
+from .lmsp.service import Lmsp
 from .models import ModelHub
 from .openai_api.chat_completions import ChatCompletions
 from .openai_api.responses import Responses
@@ -36,6 +37,7 @@ class Services:
     chat: ChatService
     chat_completions: ChatCompletions
     responses: Responses
+    lmsp: Lmsp
 
     @classmethod
     def create(cls, config: Superfluid) -> Services:
@@ -59,7 +61,14 @@ class Services:
         )
         chat = ChatService(models, store, default_max_tokens=config.max_tokens)
         return cls(
-            config, keys, models, store, chat, ChatCompletions(chat), Responses(chat, store, models)
+            config,
+            keys,
+            models,
+            store,
+            chat,
+            ChatCompletions(chat),
+            Responses(chat, store, models),
+            Lmsp.create(chat, store, models, config),
         )
 
     def describe(self) -> str:
@@ -94,13 +103,15 @@ class Services:
         return [self.model_object(m) for m in self.models.ids()]
 
     async def close(self) -> None:
-        """Stop the engines and close the store."""
+        """Stop the LMSP tasks and the engines, then close the store."""
+        await self.lmsp.close()
         await self.models.close()
         await asyncio.to_thread(self.store.close)
 
 
 def all_routes() -> list[tuple[str, Any]]:
     """Every protocol's URL table."""
+    from .lmsp.handlers import routes as lmsp_routes
     from .openai_api.handlers import routes as openai_routes
 
-    return [*openai_routes()]
+    return [*openai_routes(), *lmsp_routes()]

@@ -57,6 +57,11 @@ class OutputParser(Protocol):
         """The items finished so far, in output order."""
         ...
 
+    @property
+    def in_reasoning(self) -> bool:
+        """Whether the output is inside a reasoning section now."""
+        ...
+
 
 class _Mode(Enum):
     TEXT = "text"  # message text, or between items
@@ -117,6 +122,11 @@ class TaggedOutputParser:
     def items(self) -> list[OutputItem]:
         """The items finished so far, in output order."""
         return list(self._items)
+
+    @property
+    def in_reasoning(self) -> bool:
+        """Whether the text fed so far leaves the output inside a reasoning section."""
+        return self._mode is _Mode.REASONING
 
     def feed(self, text: str) -> list[ChatEvent]:
         """Take the next text delta; return the events it completes."""

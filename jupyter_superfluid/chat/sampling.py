@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..engine.base import SamplingParams
 from . import grammars
+from ..errors import InvalidRequest
 from .types import ChatRequest, ChatSampling, ToolSpec
 
 DEFAULT_TEMPERATURE = 0.8
@@ -15,14 +16,20 @@ def grammar_for(
 ) -> str | None:
     """The GBNF that forces a tool call or a JSON format, or None for free text."""
     choice = request.tool_choice
-    if tools and choice.mode in ("required", "function"):
-        only = choice.name if choice.mode == "function" else None
-        return grammars.tool_call_grammar(tools, only=only, reasoning=opens_reasoning)
     fmt = request.output_format
-    if fmt.type == "json_schema" and fmt.schema is not None:
-        return grammars.json_schema_grammar(fmt.schema, reasoning=opens_reasoning)
-    if fmt.type == "json_object":
-        return grammars.json_object_grammar(reasoning=opens_reasoning)
+    try:
+        if tools and choice.mode in ("required", "function"):
+            only = choice.name if choice.mode == "function" else None
+            return grammars.tool_call_grammar(tools, only=only, reasoning=opens_reasoning)
+        if fmt.type == "json_schema" and fmt.schema is not None:
+            return grammars.json_schema_grammar(fmt.schema, reasoning=opens_reasoning)
+        if fmt.type == "json_object":
+            return grammars.json_object_grammar(reasoning=opens_reasoning)
+    except (ValueError, TypeError, KeyError, RecursionError) as err:
+        param = "tools" if tools and choice.mode in ("required", "function") else fmt.param
+        raise InvalidRequest(
+            f"{param}: the JSON schema cannot be enforced: {err}", param=param
+        ) from err
     return None
 
 

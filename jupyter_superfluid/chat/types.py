@@ -71,6 +71,7 @@ class OutputFormat:
     type: Literal["text", "json_object", "json_schema"] = "text"
     schema: dict[str, Any] | None = None
     name: str | None = None
+    param: str = "response_format"  # where the request carried it, for error messages
 
 
 @dataclass(frozen=True)

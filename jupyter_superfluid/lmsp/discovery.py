@@ -52,16 +52,17 @@ class Discovery:
                 param="model_id",
                 code="model_not_found",
             )
-        codec = await self.models.peek_codec(model_id)
+        peeked = await self.models.peek(model_id)
         caps: dict[str, bool | None]
-        if codec is not None:
-            caps = dict(capabilities.model_capabilities(codec))
+        if peeked is not None:
+            caps = dict(capabilities.model_capabilities(peeked.codec))
         else:
             caps = {name: True for name in capabilities.NAMES}
             caps.update(tools=None, reasoning=None)  # known once its template is read
+        # The engine caps each conversation's window at the model's trained length.
         window = self.config.context_size
-        if self.models.is_loaded(model_id):
-            window = (await self.models.get(model_id)).engine.info.context_size
+        if peeked is not None and peeked.context_size:
+            window = min(window, peeked.context_size)
         return {
             "id": model_id,
             "object": "model",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +34,13 @@ from . import capabilities
 from .events import LmspAssembler, Numbering, usage_object
 from .idempotency import Claim
 from .problems import generation_problem
-from .protocol import CreateRequest, SuperfluidExtension, parse_request, superfluid_extension
+from .protocol import (
+    EXTENSION,
+    CreateRequest,
+    SuperfluidExtension,
+    parse_request,
+    superfluid_extension,
+)
 
 Stamped = tuple[int, str, dict[str, Any]]
 
@@ -108,7 +114,9 @@ class LmspResponses:
 
     # -- running ---------------------------------------------------------------
 
-    async def stream(self, lt: LmspTurn, claim: Claim | None = None) -> AsyncIterator[Stamped]:
+    async def stream(
+        self, lt: LmspTurn, claim: Claim | None = None
+    ) -> AsyncGenerator[Stamped, None]:
         """Run ``lt``: LMSP events numbered from 1, the final one after the commit."""
         numbering = Numbering()
         run = self.chat.run(lt.turn)
@@ -145,6 +153,7 @@ class LmspResponses:
         if fin.status in ("completed", "incomplete"):
             result = None
             if claim is not None:
+                replay: dict[str, Any]
                 if lt.req.stream:
                     replay = {"kind": "stream", "events": [*lt.events, (final_id, *final)]}
                 else:
@@ -256,7 +265,12 @@ def _output_format(req: CreateRequest) -> OutputFormat:
     fmt = req.response_format
     if fmt is None or fmt.type == "text" or fmt.json_schema is None:
         return OutputFormat()
-    return OutputFormat("json_schema", fmt.json_schema.schema_, fmt.json_schema.name)
+    return OutputFormat(
+        "json_schema",
+        fmt.json_schema.schema_,
+        fmt.json_schema.name,
+        param="response_format.json_schema.schema",
+    )
 
 
 def _sampling(req: CreateRequest, ext: SuperfluidExtension) -> ChatSampling:
@@ -266,4 +280,14 @@ def _sampling(req: CreateRequest, ext: SuperfluidExtension) -> ChatSampling:
         seed=ext.seed,
         max_tokens=req.max_output_tokens,
         stop=tuple(ext.stop),
+        logit_bias=_logit_bias(ext.logit_bias or {}),
     )
+
+
+def _logit_bias(bias: dict[str, float]) -> tuple[tuple[int, float], ...]:
+    # JSON object keys are strings; the token ids in them must be integers.
+    if any(not key.isdigit() for key in bias):
+        raise InvalidRequest(
+            "logit_bias keys must be token ids", param=f"extensions.{EXTENSION}.logit_bias"
+        )
+    return tuple((int(key), value) for key, value in bias.items())

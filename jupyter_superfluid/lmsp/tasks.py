@@ -152,15 +152,15 @@ class TaskRunner:
             self._wake(task_id)
         return await self.get(task_id, principal)
 
-    async def check_retained(self, task_id: str, after: int) -> None:
-        """410 when the events after ``after`` are past the retention window."""
+    async def check_retained(self, task_id: str, after: int, param: str = "after") -> None:
+        """410 when the events after ``after`` (given as ``param``) are past retention."""
         try:
             await asyncio.to_thread(self.store.events_after, task_id, after, limit=1)
         except EventHistoryExpired as err:
             raise EventHistoryExpiredError(
                 f"events of {task_id} before {err.oldest_retained_seq} are past the retention "
                 f"window; GET the task for its final result",
-                param="after",
+                param=param,
             ) from err
 
     async def follow(self, task_id: str, after: int) -> AsyncIterator[TaskEvent]:

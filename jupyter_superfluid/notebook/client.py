@@ -225,13 +225,15 @@ def _by_kernel(conn: Path, tried: list[str]) -> Endpoint | None:
         tried.append(f"Jupyter servers in {conn.parent} (none running)")
     for info in servers:
         url = info["url"] if info["url"].endswith("/") else info["url"] + "/"
-        statuses = []
-        for token in dict.fromkeys(t for t in (info.get("token", ""), hub_token)):
+        statuses: list[str] = []
+        # Its own token; on JupyterHub the server's token may be empty and the hub's works.
+        tokens = [info.get("token") or "", *([hub_token] if hub_token else [])]
+        for token in dict.fromkeys(tokens):
             status = _probe(f"{url}api/kernels/{kid}", token)
             if status == 200:
                 return _checked(url, token, f"the Jupyter server at {url} running this kernel")
             statuses.append(_say(status))
-        tried.append(f"the Jupyter server at {url} ({', '.join(statuses)})")
+        tried.append(f"the Jupyter server at {url} ({', '.join(dict.fromkeys(statuses))})")
     return None
 
 

@@ -101,7 +101,7 @@ def _check(r: Any) -> None:
 def sse_events(lines: Iterator[str]) -> Iterator[tuple[int | None, str, dict[str, Any]]]:
     """(id, event name, data) for each server-sent event."""
     event_id: int | None = None
-    name, data = "message", []
+    name, data = "message", list[str]()
     for line in lines:
         if not line:
             if data:

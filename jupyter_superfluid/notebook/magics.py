@@ -10,13 +10,14 @@ Errors are one readable line (``UsageError``), not a traceback from the HTTP sta
 
 from __future__ import annotations
 
+import shlex
 import string
 from collections.abc import Mapping
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments
 
 from .client import ServerNotFound, find_server, forget_server
 from .render import choose_renderer
@@ -28,8 +29,8 @@ EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 CELL_ONLY = ("schema", "tools", "tool_choice", "out")
 
 
-class RespondError(UsageError):
-    """A ``%%respond`` failure shown as one line, without a traceback."""
+# IPython shows exactly UsageError (not subclasses) as one line without a traceback.
+RespondError = UsageError
 
 
 @magics_class
@@ -39,6 +40,12 @@ class RespondMagics(Magics):
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
         self.session = NotebookSession()
+
+    @property
+    def ns(self) -> dict[str, Any]:
+        """The notebook's variables."""
+        assert self.shell is not None
+        return self.shell.user_ns  # type: ignore[no-any-return]
 
     @magic_arguments()
     @argument("command", nargs="?", help="line magic only: `tree` shows the conversation tree")
@@ -78,8 +85,22 @@ class RespondMagics(Magics):
     @argument("--reset", action="store_true", default=None, help="line magic: forget the defaults")
     @line_cell_magic
     def respond(self, line: str, cell: str | None = None) -> Any:
-        """Ask the model: the cell body is the input; the line magic shows or sets defaults."""
-        args = parse_argstring(self.respond, line)
+        """Ask the model: the cell body is the input; ``%respond`` shows or sets defaults.
+
+        In the body, ``{name}`` (also ``{x.attr}``, ``{d[key]}``, ``{x:.2f}``) is filled
+        from the notebook's variables; ``{{`` and ``}}`` are literal braces. Each cell
+        continues the notebook's conversation unless ``--new`` or ``--from`` says
+        otherwise. The cell's value is the reply (text, tool calls, usage), or with
+        ``--schema`` the parsed object. The line magic shows the defaults and the
+        conversation, sets defaults for later cells, and with ``--new``/``--from`` moves
+        the conversation.
+        """
+        try:
+            # shlex, not IPython's arg_split, so that quotes are removed as in a shell.
+            argv = shlex.split(line)
+        except ValueError as exc:
+            raise RespondError(f"cannot read the options: {exc}") from None
+        args = self.respond.parser.parse_args(argv)
         if cell is None:
             return self._line(args)
         if args.command:
@@ -93,7 +114,7 @@ class RespondMagics(Magics):
     def _line(self, args: Any) -> None:
         """Show, or set, the defaults and the conversation."""
         if args.command == "tree":
-            print("The conversation tree needs the superfluid widgets (not installed yet).")
+            show_tree(self)
             return
         if args.command:
             raise RespondError(f"unknown %respond command {args.command!r} (known: tree)")
@@ -156,19 +177,24 @@ class RespondMagics(Magics):
             message = readable(exc)
             if message is None:
                 raise
-            renderer.finish(None, "failed")
+            renderer.finish(None, message)
             raise RespondError(message) from None
         renderer.finish(reply)
         if args.out:
-            self.shell.user_ns[args.out] = value
+            self.ns[args.out] = value
+        if value is reply and getattr(renderer, "shows_value", False):
+            self.shell.displayhook.update_user_ns(value)  # `_`, Out: the widget shows it
+            return None
         return value
 
     def _interpolate(self, cell: str) -> str:
         """The cell body with ``{expr}`` fields filled from the user namespace."""
         if not cell.strip():
             raise RespondError("the cell is empty: its body is the input")
+        # The body IPython hands over ends with a newline the user did not mean as input.
+        body = cell.rstrip().lstrip("\r\n")
         try:
-            return string.Formatter().vformat(cell, (), _Namespace(self.shell.user_ns))
+            return string.Formatter().vformat(body, (), _Namespace(self.ns))
         except KeyError as exc:
             raise RespondError(
                 f"{{{exc.args[0]}}} in the cell: no such variable (write {{{{ and }}}} for braces)"
@@ -181,17 +207,13 @@ class RespondMagics(Magics):
     def _lookup(self, name: str, what: str) -> Any:
         """A variable of the notebook, or a readable error."""
         try:
-            return self.shell.user_ns[name]
+            return self.ns[name]
         except KeyError:
             raise RespondError(f"{what} {name!r}: no such variable in the notebook") from None
 
     def _response_id(self, value: str) -> str:
         """A response id from ``--from``: a variable (id, Reply, Response) or a literal id."""
-        held = (
-            self.shell.user_ns[value]
-            if value.isidentifier() and value in self.shell.user_ns
-            else value
-        )
+        held = self.ns[value] if value.isidentifier() and value in self.ns else value
         found = response_id_of(held)
         if not found:
             raise RespondError(f"--from {value}: holds no response id")
@@ -206,8 +228,8 @@ class RespondMagics(Magics):
         if isinstance(value, Mapping):
             spec = dict(value)
             if spec.get("type") == "json_schema" and isinstance(spec.get("schema"), Mapping):
-                return Schema(str(spec.get("name", name)), dict(spec["schema"]))
-            return Schema(str(spec.get("title", name)), spec)
+                return _checked(Schema(str(spec.get("name", name)), dict(spec["schema"])))
+            return _checked(Schema(str(spec.get("title", name)), spec))
         raise RespondError(
             f"--schema {name}: expected a pydantic model class or a JSON schema dict, "
             f"got {type(value).__name__}"
@@ -243,8 +265,25 @@ class _Namespace(dict):  # type: ignore[type-arg]
         return key in self.ns
 
 
+def _checked(schema: Schema) -> Schema:
+    """A dict schema that is a valid JSON schema (checked here: clearer than a server error)."""
+    import jsonschema
+
+    try:
+        jsonschema.validators.validator_for(schema.json_schema).check_schema(schema.json_schema)
+    except jsonschema.SchemaError as exc:
+        where = "/".join(str(p) for p in exc.path) or "top level"
+        raise RespondError(
+            f"--schema {schema.name}: not a valid JSON schema at {where}: {exc.message}"
+        ) from None
+    return schema
+
+
 def _settings(args: Any) -> Settings:
     """The settings given on a magic's line."""
+    for name in ("max_rounds", "max_tokens"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise RespondError(f"--{name.replace('_', '-')} must be at least 1")
     return Settings(
         model=args.model,
         instructions=args.instructions,
@@ -301,6 +340,7 @@ def register(ipython: Any) -> RespondMagics:
     """Register the magics on a shell (``%load_ext jupyter_superfluid``)."""
     magics = RespondMagics(ipython)
     ipython.register_magics(magics)
+    _use_widgets()
     return magics
 
 
@@ -308,3 +348,42 @@ def last_reply(ipython: Any) -> Reply | None:
     """The last reply ``%%respond`` produced in this shell (also for schema cells)."""
     magics = ipython.magics_manager.registry.get("RespondMagics")
     return magics.session.last if magics is not None else None
+
+
+# --- widgets (notebook/widgets): the response view and the conversation tree --------
+
+
+def _use_widgets() -> None:
+    """Stream into a ``ResponseView`` when the front-end can show it (else plain output)."""
+    try:
+        from .widgets import widget_renderer
+    except ImportError:  # ipywidgets missing: the built-in renderers remain
+        return
+    from .render import register_renderer
+
+    register_renderer(widget_renderer)
+
+
+def show_tree(magics: RespondMagics) -> Any:
+    """``%respond tree``: display the ConversationTree of the notebook's conversation."""
+    from IPython.display import display
+
+    from .widgets import ConversationTree
+
+    session = magics.session
+
+    def follow(response_id: str | None, reply: Reply | None) -> None:
+        # A branch made in the tree becomes the conversation the next cell continues.
+        session.head = response_id
+        if reply is not None:
+            session.last = reply
+
+    try:
+        tree = ConversationTree(session.head, on_current=follow)
+    except Exception as exc:
+        message = readable(exc)
+        if message is None:
+            raise
+        raise RespondError(message) from None
+    display(tree)
+    return tree

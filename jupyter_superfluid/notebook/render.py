@@ -153,8 +153,8 @@ class TextRenderer:
         out = self.out or sys.stdout
         if self.kind:
             out.write("\n")
-        if error:
-            out.write(f"[{error}]\n")
+            if error:  # after partial output; an error before any is raised on its own
+                out.write(f"[{error}]\n")
         out.flush()
 
 
@@ -209,7 +209,7 @@ class DisplayRenderer:
         """On success the cell's value shows the reply, so the live view goes; else keep it."""
         if self.handle is None:
             return
-        if reply is not None and not error:
+        if (reply is not None and not error) or not self.transcript.blocks:
             self.handle.update({"text/plain": ""}, raw=True)
         else:
-            self._show(error or "")
+            self._show(error or "")  # keep what streamed, and say why it stopped

@@ -22,6 +22,8 @@ from .result import Reply, ToolResult
 from .tools import Tool, call_tool
 from .transport import run_openai
 
+DEFAULT_MAX_ROUNDS = 4
+
 
 class RespondFailure(Exception):
     """A cell failed for a reason worth one readable line."""
@@ -51,7 +53,7 @@ class Settings:
 
     def given(self) -> dict[str, Any]:
         """The settings that are set."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name)}
+        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
 
 
 @dataclass
@@ -159,7 +161,7 @@ class NotebookSession:
         self, ep: Endpoint, req: CellRequest, model: str | None, renderer: StreamRenderer
     ) -> Reply:
         """Request, run the calls, send their outputs back; at most ``max_rounds`` requests."""
-        max_rounds = max(1, req.settings.max_rounds or 4)
+        max_rounds = req.settings.max_rounds or DEFAULT_MAX_ROUNDS
         by_name = {tool.name: tool for tool in req.tools}
         params = self._params(req, model)
         earlier: list[Reply] = []
@@ -170,7 +172,9 @@ class NotebookSession:
                 params["tool_choice"] = "none" if number == max_rounds else "auto"
             reply = Reply(self._one(ep, params, req.settings, renderer))
             calls = reply.function_calls
-            if not (calls and by_name) or number == max_rounds:
+            # A call cut by the token limit is not safe to run.
+            cut = reply.data.get("status") == "incomplete"
+            if not (calls and by_name) or cut or number == max_rounds:
                 break
             outputs = []
             for call in calls:
@@ -211,8 +215,8 @@ class NotebookSession:
 
     def _one(
         self, ep: Endpoint, params: Mapping[str, Any], s: Settings, renderer: StreamRenderer
-    ) -> dict[str, Any]:
-        """One round through the chosen protocol."""
+    ) -> Any:
+        """One round through the chosen protocol: an SDK Response, or an LMSP dict."""
         stream = not s.no_stream
         if s.lmsp:
             return run_lmsp(

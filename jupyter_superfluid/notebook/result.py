@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 
@@ -50,7 +51,7 @@ class Reply:
             raise AttributeError(name)
         return getattr(response, name)
 
-    @property
+    @cached_property
     def data(self) -> dict[str, Any]:
         """The response as a plain dict."""
         return as_dict(self.response)

@@ -48,7 +48,7 @@ def function_tool(fn: Callable[..., Any], name: str | None = None) -> Tool:
         # Aliased so that parameter names like `json` or `model_id` cannot clash with
         # BaseModel's own attributes.
         fields[f"p{index}"] = (annotation, Field(default, alias=param.name))
-    tool_name = name or getattr(fn, "__name__", "tool")
+    tool_name = str(name or getattr(fn, "__name__", "tool"))
     config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
     model = create_model(  # type: ignore[call-overload]
         f"{tool_name}_arguments", __config__=config, **fields

@@ -1,7 +1,7 @@
 """One request round of ``%%respond``: through the OpenAI SDK, streamed or not.
 
 Every round reports its events to a callback as OpenAI Responses event dicts and
-returns the final response as a dict. A KeyboardInterrupt while it streams closes the
+returns the final response (the SDK's ``Response``). A KeyboardInterrupt while it streams closes the
 HTTP response, which makes the server cancel the generation (nothing is stored), and
 is raised again as ``Cancelled`` carrying the response id.
 """
@@ -35,20 +35,19 @@ def sdk_params(params: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run_openai(
-    client: Any, params: Mapping[str, Any], *, stream: bool, on_event: EventSink
-) -> dict[str, Any]:
-    """One ``responses.create`` round; the final response as a dict."""
+def run_openai(client: Any, params: Mapping[str, Any], *, stream: bool, on_event: EventSink) -> Any:
+    """One ``responses.create`` round; the final ``openai`` Response."""
     kwargs = sdk_params(params)
     if not stream:
         try:
-            final = client.responses.create(**kwargs).model_dump(mode="json")
+            response = client.responses.create(**kwargs)
         except KeyboardInterrupt:
             raise Cancelled(None) from None  # the SDK closed the connection on the way out
-        on_event({"type": "response.completed", "response": final, "streamed": False})
-        return dict(final)
+        data = response.model_dump(mode="json")
+        on_event({"type": "response.completed", "response": data, "streamed": False})
+        return response
     response_id: str | None = None
-    final: dict[str, Any] | None = None
+    final: Any = None
     events = client.responses.create(**kwargs, stream=True)
     try:
         for event in events:
@@ -56,7 +55,7 @@ def run_openai(
             if data.get("type") == "response.created":
                 response_id = data["response"]["id"]
             elif data.get("type") in FINAL_EVENTS:
-                final = data["response"]
+                final = event.response  # the SDK's typed Response
             elif data.get("type") in ("error", "response.failed"):
                 raise RoundFailed(_failure(data))
             on_event(data)
@@ -66,7 +65,7 @@ def run_openai(
         events.close()  # mid-stream this disconnects: the server cancels the generation
     if final is None:
         raise RoundFailed("the stream ended without a final response")
-    return dict(final)
+    return final
 
 
 def _failure(event: Mapping[str, Any]) -> str:

@@ -152,7 +152,12 @@ def _format(req: ChatCompletionRequest) -> OutputFormat:
             "response_format json_schema needs json_schema.schema",
             param="response_format.json_schema",
         )
-    return OutputFormat("json_schema", fmt.json_schema.schema_, fmt.json_schema.name)
+    return OutputFormat(
+        "json_schema",
+        fmt.json_schema.schema_,
+        fmt.json_schema.name,
+        param="response_format.json_schema.schema",
+    )
 
 
 def finish_reason(result: TurnResult) -> str:

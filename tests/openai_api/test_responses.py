@@ -533,3 +533,53 @@ def test_generation_failure_mid_stream_is_error_then_failed(sf_start_standalone)
         assert events[-1]["response"]["status"] == "failed"
         rid = events[-1]["response"]["id"]
         assert httpx.get(f"{server.base_url}/responses/{rid}").status_code == 404
+
+
+def test_reasoning_tokens_are_a_part_of_output_tokens(openai_client):
+    for seed in range(5):
+        r = openai_client.responses.create(
+            model=QWEN, input="t", max_output_tokens=40, extra_body={"seed": seed}
+        )
+        details = r.usage.output_tokens_details
+        assert 0 < details.reasoning_tokens <= r.usage.output_tokens
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "param"),
+    [
+        (
+            "/responses",
+            {
+                "model": CHATML,
+                "input": "x",
+                "text": {
+                    "format": {
+                        "type": "json_schema",
+                        "name": "bad",
+                        "schema": {"type": "object", "properties": {"a": {"$ref": "#/nowhere"}}},
+                    }
+                },
+            },
+            "text.format.schema",
+        ),
+        (
+            "/chat/completions",
+            {
+                "model": CHATML,
+                "messages": [{"role": "user", "content": "x"}],
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {
+                        "name": "bad",
+                        "schema": {"type": "object", "properties": {"a": {"$ref": "#/nowhere"}}},
+                    },
+                },
+            },
+            "response_format.json_schema.schema",
+        ),
+    ],
+)
+def test_unenforceable_schema_is_400(standalone, path, body, param):
+    r = httpx.post(standalone.base_url + path, json=body, timeout=30)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["param"] == param

@@ -118,3 +118,15 @@ def test_reopen_fails_unfinished_tasks_with_a_final_event(root: Path, clock: Clo
         assert task is not None and task.status == "completed" and task.last_seq == 1
     with Store(root, clock=clock) as third:
         assert third.recovered_tasks == 0
+
+
+def test_a_finished_task_keeps_its_result_past_retention(root: Path, clock: Clock) -> None:
+    with Store(root, clock=clock, task_event_retention=10) as store:
+        task = store.create_task({})
+        assert store.get_task(task.id).result is None  # type: ignore[union-attr]
+        result = {"id": "resp_1", "status": "completed", "output": []}
+        store.finish_task(task.id, "completed", ("response.completed", {}), result=result)
+        clock.advance(20)
+        with pytest.raises(EventHistoryExpired):
+            store.events_after(task.id, 0)
+        assert store.get_task(task.id).result == result  # type: ignore[union-attr]

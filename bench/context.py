@@ -1,0 +1,74 @@
+"""What every scenario gets: the configuration, the model, scratch space, shared servers."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from . import servers
+from .client import new_client
+from .config import BenchConfig
+from .conversation import Tokenizer
+from .servers import Server
+from .turns import warm_up
+
+
+@dataclass
+class Context:
+    """Run-wide state; scenarios start their own superfluid servers through it."""
+
+    cfg: BenchConfig
+    model: Path
+    workdir: Path
+    tokenizer: Tokenizer
+    with_llama_cpp_server: bool
+    llama_server_binary: Path | None = None
+    started: float = field(default_factory=time.monotonic)
+    _llama_cpp: Server | None = None
+
+    def log(self, message: str) -> None:
+        """Progress on stderr, stamped with the seconds since the run began."""
+        print(f"[bench {time.monotonic() - self.started:6.1f}s] {message}", file=sys.stderr)
+
+    def http(self) -> httpx.AsyncClient:
+        """A fresh async HTTP client (use it in ``async with``)."""
+        return new_client()
+
+    async def superfluid(self) -> Server:
+        """A fresh, warmed-up standalone superfluid server (the caller stops it)."""
+        server = servers.start_superfluid(self.cfg, self.model, self.workdir)
+        async with self.http() as http:
+            await warm_up(http, server, "superfluid")
+        return server
+
+    async def llama_cpp_server(self) -> Server | None:
+        """The shared, warmed-up ``llama_cpp.server`` (None when not compared)."""
+        if not self.with_llama_cpp_server:
+            return None
+        if self._llama_cpp is None:
+            self.log("starting llama_cpp.server")
+            self._llama_cpp = servers.start_llama_cpp_server(self.cfg, self.model, self.workdir)
+            async with self.http() as http:
+                await warm_up(http, self._llama_cpp, "chat")
+        return self._llama_cpp
+
+    async def llama_server(self, slots: int) -> Server | None:
+        """A fresh, warmed-up C++ ``llama-server`` with ``slots`` slots (None when not built)."""
+        if self.llama_server_binary is None:
+            return None
+        server = servers.start_llama_server(
+            self.llama_server_binary, self.cfg, self.model, self.workdir, slots
+        )
+        async with self.http() as http:
+            await warm_up(http, server, "chat")
+        return server
+
+    def close(self) -> None:
+        """Stop the shared servers."""
+        if self._llama_cpp is not None:
+            self._llama_cpp.stop()
+            self._llama_cpp = None

@@ -1,0 +1,87 @@
+"""Helpers every scenario shares: summarising results and formatting table cells."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..client import StreamResult
+from ..stats import ratio, summary
+
+SMALL_N = 10  # below this many samples the spread shown is min–max, else p10–p90
+
+
+@dataclass
+class Section:
+    """One scenario's results: a table for the report and numbers for the JSON."""
+
+    id: str
+    title: str
+    baseline: str
+    columns: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    targets: list[dict[str, Any]] = field(default_factory=list)
+
+    def target(self, name: str, measured: str, met: bool | None) -> None:
+        """Record how this run stands against one of the issue's targets."""
+        self.targets.append({"target": name, "measured": measured, "met": met})
+
+    def to_json(self) -> dict[str, Any]:
+        """The section as plain JSON values."""
+        return {
+            "id": self.id,
+            "title": self.title,
+            "baseline": self.baseline,
+            "columns": self.columns,
+            "rows": self.rows,
+            "data": self.data,
+            "notes": self.notes,
+            "targets": self.targets,
+        }
+
+
+def ttft_summary(results: Iterable[StreamResult]) -> dict[str, Any]:
+    """Summary of the TTFTs of the results that produced text, plus their error count."""
+    results = list(results)
+    values = [r.ttft for r in results if r.ttft is not None and r.error is None]
+    out = summary(values)
+    out["errors"] = sum(1 for r in results if r.error is not None or r.ttft is None)
+    return out
+
+
+def spread(s: dict[str, Any], scale: float = 1000.0, unit: str = "ms") -> str:
+    """``median (low–high) unit``: min–max for few samples, else p10–p90."""
+    if not s or s.get("median") is None:
+        return "–"
+    low, high = ("min", "max") if s["n"] < SMALL_N else ("p10", "p90")
+    return f"{_num(s['median'] * scale)} ({_num(s[low] * scale)}–{_num(s[high] * scale)}) {unit}"
+
+
+def _num(value: float) -> str:
+    """A compact number: 3 significant digits, no exponent."""
+    if value >= 100:
+        return f"{value:.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def times(value: float | None) -> str:
+    """A ratio cell: ``0.052×`` (or ``–``)."""
+    if value is None:
+        return "–"
+    return f"{value:.3g}×"
+
+
+def ratio_of(top: dict[str, Any] | None, bottom: dict[str, Any] | None) -> float | None:
+    """Ratio of two summaries' medians."""
+    return ratio(top, bottom)
+
+
+def median_of(values: Sequence[int | None]) -> int | None:
+    """Median of the known values (for token counts)."""
+    known = sorted(v for v in values if v is not None)
+    return known[len(known) // 2] if known else None

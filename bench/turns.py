@@ -1,0 +1,148 @@
+"""Requests the scenarios make: measured turns and history building, on each server kind.
+
+Measured turns are streamed (``client.stream_*``) and ban the end-of-turn
+token so their length is fixed; history-building turns are not measured and
+end normally (a stored turn must end normally to be continued warm), so they
+are retried with the next seed until one does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from .client import StreamResult, stream_chat, stream_response
+from .conversation import INSTRUCTIONS, Conversation
+from .model import MODEL_ID, no_eos_bias
+from .servers import Server
+
+BUILD_OUTPUT_TOKENS = 96  # cap of a history-building reply (the model ends its own sooner)
+
+
+def _sampling(max_tokens: int, seed: int, ban_eos: bool) -> dict[str, Any]:
+    """The shared sampling fields (chat completions names)."""
+    body: dict[str, Any] = {"max_tokens": max_tokens, "seed": seed}
+    if ban_eos:
+        body["logit_bias"] = no_eos_bias()
+    return body
+
+
+async def sf_continue(
+    http: httpx.AsyncClient,
+    server: Server,
+    previous: str,
+    user: str,
+    *,
+    max_tokens: int,
+    seed: int,
+    instructions: str = INSTRUCTIONS,
+    ban_eos: bool = True,
+) -> StreamResult:
+    """A streamed superfluid turn continuing stored response ``previous`` (warm)."""
+    sampling = _sampling(max_tokens, seed, ban_eos)
+    body = {
+        "model": MODEL_ID,
+        "previous_response_id": previous,
+        "instructions": instructions,
+        "input": user,
+        "max_output_tokens": sampling.pop("max_tokens"),
+        **sampling,
+    }
+    return await stream_response(http, server.url + "/v1/responses", body, server.headers)
+
+
+async def sf_whole(
+    http: httpx.AsyncClient,
+    server: Server,
+    conv: Conversation,
+    user: str,
+    *,
+    max_tokens: int,
+    seed: int,
+    nonce: str = "",
+    ban_eos: bool = True,
+) -> StreamResult:
+    """A streamed superfluid turn given the whole conversation (no previous_response_id)."""
+    sampling = _sampling(max_tokens, seed, ban_eos)
+    body = {
+        "model": MODEL_ID,
+        "instructions": nonce + conv.instructions,
+        "input": conv.responses_input(user),
+        "max_output_tokens": sampling.pop("max_tokens"),
+        **sampling,
+    }
+    return await stream_response(http, server.url + "/v1/responses", body, server.headers)
+
+
+async def chat_whole(
+    http: httpx.AsyncClient,
+    server: Server,
+    conv: Conversation,
+    user: str,
+    *,
+    max_tokens: int,
+    seed: int,
+    nonce: str = "",
+    ban_eos: bool = True,
+) -> StreamResult:
+    """A streamed chat completion given the whole conversation (any OpenAI-style server)."""
+    body = {
+        "model": MODEL_ID,
+        "messages": conv.chat_messages(user, nonce),
+        **_sampling(max_tokens, seed, ban_eos),
+    }
+    return await stream_chat(http, server.url + "/v1/chat/completions", body, server.headers)
+
+
+async def sf_build_turn(
+    http: httpx.AsyncClient, server: Server, conv: Conversation, user: str, seed: int = 0
+) -> None:
+    """Add a turn that ended normally to ``conv`` on superfluid (stored, continuable)."""
+    for attempt in range(seed, seed + 50):
+        if conv.response_id is None:
+            result = await sf_whole(
+                http, server, conv, user, max_tokens=BUILD_OUTPUT_TOKENS, seed=attempt, ban_eos=False
+            )
+        else:
+            result = await sf_continue(
+                http,
+                server,
+                conv.response_id,
+                user,
+                max_tokens=BUILD_OUTPUT_TOKENS,
+                seed=attempt,
+                instructions=conv.instructions,
+                ban_eos=False,
+            )
+        if result.error:
+            raise RuntimeError(f"building {conv.name}: {result.error}")
+        if result.status == "completed" and result.text.strip():
+            conv.add(user, result.text)
+            conv.response_id = result.response_id
+            conv.tokens = (result.input_tokens or 0) + (result.output_tokens or 0)
+            return
+    raise RuntimeError(f"building {conv.name}: no seed ended its reply within the cap")
+
+
+async def chat_build_turn(
+    http: httpx.AsyncClient, server: Server, conv: Conversation, user: str, seed: int = 0
+) -> StreamResult:
+    """A measured turn on a chat server that then joins ``conv`` (its own reply)."""
+    result = await chat_whole(
+        http, server, conv, user, max_tokens=BUILD_OUTPUT_TOKENS, seed=seed, ban_eos=False
+    )
+    if result.ok:
+        conv.add(user, result.text)
+    return result
+
+
+async def warm_up(http: httpx.AsyncClient, server: Server, kind: str) -> None:
+    """One short generation, so the first measured request pays no first-use costs."""
+    conv = Conversation("warm-up")
+    if kind == "superfluid":
+        result = await sf_whole(http, server, conv, "Hello there.", max_tokens=8, seed=1)
+    else:
+        result = await chat_whole(http, server, conv, "Hello there.", max_tokens=8, seed=1)
+    if result.error:
+        raise RuntimeError(f"warm-up of {server.name} failed: {result.error}")

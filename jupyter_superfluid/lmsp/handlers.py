@@ -1,0 +1,312 @@
+"""Thin Tornado handlers of ``/lmsp/v1``; the URL table is at the bottom.
+
+``LmspHandler`` adds LMSP's ground rules to the shared base handler: version
+negotiation (``LMSP-Version`` on every answer), problem documents for every
+error (ours, auth's and tornado's own), and the SSE pump with numbered events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ..errors import APIError, InvalidRequest, NotFound
+from ..generation import Turn
+from ..web import ClientGone, ProtocolHandler
+from .idempotency import KEY_HEADER, REPLAYED_HEADER, Claim, Replay
+from .problems import CONTENT_TYPE, problem
+from .protocol import VERSION, check_version
+from .tasks import task_object
+
+log = logging.getLogger(__name__)
+
+Stamped = tuple[int | None, str, dict[str, Any]]
+PREFIX = "/lmsp/v1"
+
+
+class LmspHandler(ProtocolHandler):
+    """Base of the LMSP handlers."""
+
+    error_style = "lmsp"
+
+    def set_default_headers(self) -> None:
+        """Every answer, errors included, says which LMSP version it speaks."""
+        super().set_default_headers()
+        self.set_header("LMSP-Version", VERSION)
+
+    async def prepare(self) -> None:  # type: ignore[override]
+        """Negotiate the version, then check size, auth and scope."""
+        check_version(self.request.headers.get("LMSP-Version"))
+        await super().prepare()
+
+    def render_error(self, err: APIError) -> None:
+        """Write ``err`` as an RFC 9457 problem document."""
+        doc = problem(err)
+        self.set_status(doc["status"])
+        if doc["status"] == 401:
+            self.set_header("WWW-Authenticate", 'Bearer realm="lmsp"')
+        self.set_header("Content-Type", CONTENT_TYPE)
+        self.finish(json.dumps(doc))
+
+    def base(self) -> str:
+        """This service's ``…/lmsp/v1`` path, under the server's base URL."""
+        path = self.request.path
+        return path[: path.index(PREFIX) + len(PREFIX)]
+
+    # -- server-sent events ----------------------------------------------------
+
+    async def pump(
+        self, events: AsyncIterator[Stamped], turn: Turn | None = None, *, prefetch: bool = True
+    ) -> None:
+        """Send ``events`` as SSE until they end; a disconnect closes them.
+
+        With ``prefetch`` the first event is awaited before any header is sent,
+        so an error before it is still answered with a problem document.
+        """
+        task = asyncio.current_task()
+        if task is not None:
+            self.on_close(functools.partial(_cancel, task))
+        try:
+            await self._pump(events, turn, prefetch)
+        except asyncio.CancelledError:
+            pass  # the client went away: closing the events stopped the work
+        finally:
+            await events.aclose()  # type: ignore[attr-defined]
+        if not self._finished:
+            self.finish()
+
+    async def _pump(
+        self, events: AsyncIterator[Stamped], turn: Turn | None, prefetch: bool
+    ) -> None:
+        first: Stamped | None = None
+        if prefetch:
+            first = await anext(events, None)
+        self.start_sse()
+        if turn is not None:
+            self.set_header("x-superfluid-warm", str(turn.cached_tokens))
+        last = 0
+        try:
+            if first is None:
+                await self.flush()
+            else:
+                last = await self.send_event(first) or last
+            async for event in events:
+                last = await self.send_event(event) or last
+        except ClientGone:
+            return
+        except Exception as err:  # after the headers: the stream's own error event
+            if not isinstance(err, APIError):
+                log.exception("superfluid: LMSP stream failed")
+                err = APIError("internal error", status=500, code="internal_error")
+            number = last + 1 if prefetch else None
+            await self.send_event((number, "error", {"error": problem(err)}))
+
+    async def send_event(self, event: Stamped) -> int | None:
+        """Send one numbered event; its id."""
+        number, name, data = event
+        await self.send_sse(json.dumps(data), event=name, event_id=number)
+        return number
+
+    async def replay(self, result: dict[str, Any]) -> None:
+        """Answer an idempotent retry with the recorded result."""
+        self.set_header(REPLAYED_HEADER, "true")
+        kind = result.get("kind")
+        if kind == "stream":
+            self.start_sse()
+            try:
+                for number, name, data in result["events"]:
+                    await self.send_event((number, name, data))
+            except ClientGone:
+                return
+            self.finish()
+        elif kind == "task":
+            lmsp = self.services.lmsp
+            record = await lmsp.tasks.get(result["task_id"], self.principal)
+            self.write_json(task_object(record, self.base() + "/tasks"), status=202)
+        else:
+            self.write_json(result["body"])
+
+    async def claim(self, route: str, body: dict[str, Any]) -> Claim | Replay | None:
+        """The Idempotency-Key claim of a creating POST (None without a key)."""
+        key = self.request.headers.get(KEY_HEADER)
+        return await self.services.lmsp.idempotency.begin(self.principal, key, route, body)
+
+
+class ServiceHandler(LmspHandler):
+    """``GET /lmsp/v1``: the service document."""
+
+    async def get(self) -> None:
+        """Versions, service, capabilities and links."""
+        self.write_json(self.services.lmsp.discovery.service(self.base()))
+
+
+class ModelsHandler(LmspHandler):
+    """``GET /lmsp/v1/models``."""
+
+    scope = {"GET": "models:read"}
+
+    async def get(self) -> None:
+        """Every model with its capabilities."""
+        self.write_json(await self.services.lmsp.discovery.listing())
+
+
+class ModelHandler(LmspHandler):
+    """``GET /lmsp/v1/models/{id}``."""
+
+    scope = {"GET": "models:read"}
+
+    async def get(self, model_id: str) -> None:
+        """One model with its capabilities."""
+        self.write_json(await self.services.lmsp.discovery.model(model_id))
+
+
+class ResponsesHandler(LmspHandler):
+    """``POST /lmsp/v1/responses``."""
+
+    scope = {"POST": "responses:write"}
+
+    async def post(self) -> None:
+        """Create a response, streamed or not (idempotent with a key)."""
+        body = self.json_body()
+        outcome = await self.claim("responses", body)
+        if isinstance(outcome, Replay):
+            await self.replay(outcome.result)
+            return
+        service = self.services.lmsp.responses
+        try:
+            lt = await service.prepare(body, self.principal)
+            if lt.req.stream:
+                await self.pump(service.stream(lt, outcome), lt.turn)
+                return
+            result = await service.create(lt, outcome)
+            self.set_header("x-superfluid-warm", str(lt.turn.result.usage.cached_tokens))
+            self.write_json(result)
+        finally:
+            if outcome is not None:
+                await outcome.release()  # a no-op once its result is recorded
+
+
+class ResponseHandler(LmspHandler):
+    """``GET /lmsp/v1/responses/{id}``."""
+
+    scope = {"GET": "responses:read"}
+
+    async def get(self, response_id: str) -> None:
+        """A stored response."""
+        lmsp = self.services.lmsp
+        self.write_json(await lmsp.responses.retrieve(response_id, self.principal))
+
+
+class TasksHandler(LmspHandler):
+    """``POST /lmsp/v1/tasks``."""
+
+    scope = {"POST": "tasks:write"}
+
+    async def post(self) -> None:
+        """Create a task that runs with no connection: 202 and the task."""
+        body = self.json_body()
+        outcome = await self.claim("tasks", body)
+        if isinstance(outcome, Replay):
+            await self.replay(outcome.result)
+            return
+        lmsp = self.services.lmsp
+        try:
+            lt = await lmsp.responses.prepare(body, self.principal, task=True)
+            record = await lmsp.tasks.create(lt, body, outcome)
+        finally:
+            if outcome is not None:
+                await outcome.release()
+        self.set_header("Location", f"{self.base()}/tasks/{record.id}")
+        self.write_json(task_object(record, self.base() + "/tasks"), status=202)
+
+
+class TaskHandler(LmspHandler):
+    """``GET /lmsp/v1/tasks/{id}``."""
+
+    scope = {"GET": "tasks:read"}
+
+    async def get(self, task_id: str) -> None:
+        """The task, with its final response once done."""
+        record = await self.services.lmsp.tasks.get(task_id, self.principal)
+        self.write_json(task_object(record, self.base() + "/tasks"))
+
+
+class TaskEventsHandler(LmspHandler):
+    """``GET /lmsp/v1/tasks/{id}/events``."""
+
+    scope = {"GET": "tasks:read"}
+
+    async def get(self, task_id: str) -> None:
+        """Replay the events after ``?after=`` (else ``Last-Event-ID``), then follow live."""
+        runner = self.services.lmsp.tasks
+        await runner.get(task_id, self.principal)
+        after, param = self.resume_point()
+        await runner.check_retained(task_id, after, param)
+        await self.pump(_numbered(runner.follow(task_id, after)), prefetch=False)
+
+    def resume_point(self) -> tuple[int, str]:
+        """The last id the client saw, and where it said so; ``after`` wins."""
+        after = self.get_query_argument("after", None)
+        if after is not None:
+            return _event_id(after, "after"), "after"
+        header = self.request.headers.get("Last-Event-ID")
+        if header is None:
+            return 0, "after"
+        return _event_id(header, "Last-Event-ID"), "Last-Event-ID"
+
+
+class TaskCancelHandler(LmspHandler):
+    """``POST /lmsp/v1/tasks/{id}/cancel``."""
+
+    scope = {"POST": "tasks:write"}
+
+    async def post(self, task_id: str) -> None:
+        """Cancel the task; its final event is ``response.cancelled``."""
+        record = await self.services.lmsp.tasks.cancel(task_id, self.principal)
+        self.write_json(task_object(record, self.base() + "/tasks"))
+
+
+class UnknownHandler(LmspHandler):
+    """Anything else under ``/lmsp/v1``: a 404 problem, whatever the method."""
+
+    def _unknown(self, *args: Any) -> None:
+        raise NotFound(f"no LMSP endpoint at {self.request.path}", code="not_found")
+
+    get = post = put = patch = delete = _unknown  # type: ignore[assignment]
+
+
+def _cancel(task: asyncio.Task[Any]) -> None:
+    task.cancel()  # the client left: cancelling closes the events, which stops the work
+
+
+async def _numbered(events: AsyncIterator[Any]) -> AsyncIterator[Stamped]:
+    async for event in events:
+        yield event.seq, event.event, event.data
+
+
+def _event_id(text: str, param: str) -> int:
+    value = text.strip()
+    if not value.isdigit():
+        raise InvalidRequest(f"{param} must be a non-negative integer event id", param=param)
+    return int(value)
+
+
+def routes() -> list[tuple[str, type[ProtocolHandler]]]:
+    """The LMSP URL table (relative to the server's base URL)."""
+    task = rf"{PREFIX}/tasks/(?P<task_id>[^/]+)"
+    return [
+        (rf"{PREFIX}/?", ServiceHandler),
+        (rf"{PREFIX}/models", ModelsHandler),
+        (rf"{PREFIX}/models/(?P<model_id>.+)", ModelHandler),
+        (rf"{PREFIX}/responses", ResponsesHandler),
+        (rf"{PREFIX}/responses/(?P<response_id>[^/]+)", ResponseHandler),
+        (rf"{PREFIX}/tasks", TasksHandler),
+        (task, TaskHandler),
+        (rf"{task}/events", TaskEventsHandler),
+        (rf"{task}/cancel", TaskCancelHandler),
+        (rf"{PREFIX}/.*", UnknownHandler),
+    ]

@@ -1,0 +1,33 @@
+"""ipywidgets 8 widgets of the notebook side: ``ResponseView`` and ``ConversationTree``.
+
+Their front-end is the ``jupyter-superfluid`` JupyterLab / Notebook 7 extension
+(``labextension/``), installed with the package. ``widget_renderer`` is the
+``%%respond`` renderer factory: a ``ResponseView`` when the front-end is present,
+else None (the magic then falls back to plain output).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._frontend import ENV_WIDGETS, MODULE_NAME, MODULE_VERSION, frontend_available
+from .response_view import ResponseView, StopRequested
+from .tree import ConversationTree
+
+__all__ = [
+    "ENV_WIDGETS",
+    "MODULE_NAME",
+    "MODULE_VERSION",
+    "ConversationTree",
+    "ResponseView",
+    "StopRequested",
+    "frontend_available",
+    "widget_renderer",
+]
+
+
+def widget_renderer(shell: Any) -> ResponseView | None:
+    """A self-displaying ``ResponseView`` for a ``%%respond`` cell, when widgets can show."""
+    if not frontend_available(shell):
+        return None
+    return ResponseView(autodisplay=True)

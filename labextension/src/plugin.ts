@@ -1,0 +1,31 @@
+/**
+ * The JupyterLab / Notebook 7 plugin: registers the superfluid widget models and
+ * views with the ipywidgets registry (`@jupyter-widgets/base` is a shared singleton).
+ */
+
+import { IJupyterWidgetRegistry } from '@jupyter-widgets/base';
+import type { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+
+import { MODULE_NAME, MODULE_VERSION } from './contract';
+import { ResponseViewModel, ResponseViewView } from './responseView';
+import { ConversationTreeModel, ConversationTreeView } from './treeView';
+
+/** The widgets this extension provides, by the names the Python classes use. */
+export const widgetExports = {
+  ResponseViewModel,
+  ResponseViewView,
+  ConversationTreeModel,
+  ConversationTreeView
+};
+
+const plugin: JupyterFrontEndPlugin<void> = {
+  id: 'jupyter-superfluid:widgets',
+  description: 'Streaming response view and conversation tree widgets.',
+  requires: [IJupyterWidgetRegistry],
+  autoStart: true,
+  activate: (_app: JupyterFrontEnd, registry: IJupyterWidgetRegistry): void => {
+    registry.registerWidget({ name: MODULE_NAME, version: MODULE_VERSION, exports: widgetExports });
+  }
+};
+
+export default plugin;

@@ -1,0 +1,122 @@
+"""The pure parts of the LMSP layer: capability checks, the event serializer, problems."""
+
+from __future__ import annotations
+
+import pytest
+
+from jupyter_superfluid.chat.types import (
+    Finished,
+    ItemDone,
+    ItemStarted,
+    OutputItem,
+    TextDelta,
+    Usage,
+)
+from jupyter_superfluid.errors import Forbidden, UnsupportedCapability
+from jupyter_superfluid.lmsp import capabilities
+from jupyter_superfluid.lmsp.events import LmspAssembler, Numbering
+from jupyter_superfluid.lmsp.problems import problem
+from jupyter_superfluid.lmsp.protocol import parse_request, superfluid_extension
+
+from .helpers import request
+
+ALL = dict.fromkeys(capabilities.NAMES, True)
+
+
+@pytest.mark.parametrize(
+    ("missing", "fields", "param"),
+    [
+        (
+            "structured_output",
+            {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "x", "schema": {}},
+                }
+            },
+            "response_format",
+        ),
+        ("conversations", {"previous_response_id": "resp_x"}, "previous_response_id"),
+        ("streaming", {"stream": True}, "stream"),
+        ("tools", {"tools": [{"type": "function", "name": "f"}]}, "tools"),
+        ("text", {}, "input"),
+    ],
+)
+def test_each_capability_is_checked(missing, fields, param):
+    req = parse_request({**request(), **fields})
+    ext = superfluid_extension(req)
+    capabilities.check("m", ALL, req, ext)
+    with pytest.raises(UnsupportedCapability) as info:
+        capabilities.check("m", {**ALL, missing: False}, req, ext)
+    assert info.value.param == param and missing in info.value.message
+
+
+def test_a_task_needs_the_tasks_capability_but_not_streaming():
+    req = parse_request({**request(), "stream": True})
+    ext = superfluid_extension(req)
+    capabilities.check("m", {**ALL, "streaming": False}, req, ext, task=True)
+    with pytest.raises(UnsupportedCapability):
+        capabilities.check("m", {**ALL, "tasks": False}, req, ext, task=True)
+
+
+def test_a_tool_call_is_sent_complete_with_no_argument_deltas():
+    asm = LmspAssembler("resp_abc")
+    number = Numbering()
+    events = [number.stamp(asm.created())]
+    for neutral in [
+        ItemStarted(0, "function_call", call_id="call_1", name="get_weather"),
+        TextDelta(0, "function_call", '{"city": '),
+        TextDelta(0, "function_call", '"Oslo"}'),
+        ItemDone(0, OutputItem("function_call", '{"city": "Oslo"}', "call_1", "get_weather")),
+    ]:
+        events += [number.stamp(e) for e in asm.on(neutral)]
+    events.append(number.stamp(asm.final(Finished("completed", Usage(5, 0, 7)))))
+    assert [(i, name) for i, name, _ in events] == [
+        (1, "response.created"),
+        (2, "response.output_item.added"),
+        (3, "response.output_item.done"),
+        (4, "response.completed"),
+    ]
+    call = {
+        "id": "fc_abc_0",
+        "type": "function_call",
+        "call_id": "call_1",
+        "name": "get_weather",
+        "arguments": '{"city": "Oslo"}',
+    }
+    assert events[2][2] == {"response_id": "resp_abc", "output_index": 0, "item": call}
+    assert events[1][2]["item"] == {**call, "arguments": ""}
+    assert events[3][2]["usage"] == {"input_tokens": 5, "output_tokens": 7, "total_tokens": 12}
+    assert asm.output() == [call]
+
+
+def test_final_events_of_every_status():
+    asm = LmspAssembler("resp_x")
+    usage = Usage(3, 0, 2)
+    assert asm.final(Finished("cancelled", usage)) == (
+        "response.cancelled",
+        {"response_id": "resp_x", "status": "cancelled"},
+    )
+    error = {"code": "generation_failed"}
+    assert asm.final(Finished("failed", usage, "boom"), error)[1] == {
+        "response_id": "resp_x",
+        "status": "failed",
+        "error": error,
+    }
+    assert asm.final(Finished("incomplete", usage, "max_output_tokens"))[1] == {
+        "response_id": "resp_x",
+        "status": "incomplete",
+        "incomplete_details": {"reason": "max_output_tokens"},
+        "usage": {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5},
+    }
+
+
+def test_jupyter_forbidden_is_lmsp_unauthorized():
+    doc = problem(Forbidden("not authenticated by Jupyter"))
+    assert doc == {
+        "type": "about:blank",
+        "title": "Unauthorized",
+        "status": 401,
+        "detail": "not authenticated by Jupyter",
+        "code": "unauthorized",
+    }
