@@ -21,6 +21,7 @@ from .lmsp.service import Lmsp
 from .models import ModelHub
 from .openai_api.chat_completions import ChatCompletions
 from .openai_api.responses import Responses
+from .openapi import OpenAPIHandler, openapi_document
 from .sessions import Store
 
 log = logging.getLogger("jupyter_superfluid")
@@ -71,6 +72,10 @@ class Services:
             Lmsp.create(chat, store, models, config),
         )
 
+    def openapi(self) -> dict[str, Any]:
+        """The OpenAPI document of the served endpoints."""
+        return openapi()
+
     def describe(self) -> str:
         """One line naming the served models and the store, for the start-up log."""
         return f"models: {', '.join(self.models.ids())}; store: {self.config.sessions_dir}"
@@ -109,9 +114,14 @@ class Services:
         await asyncio.to_thread(self.store.close)
 
 
+def openapi() -> dict[str, Any]:
+    """The OpenAPI document of every served route."""
+    return openapi_document(all_routes())
+
+
 def all_routes() -> list[tuple[str, Any]]:
     """Every protocol's URL table."""
     from .lmsp.handlers import routes as lmsp_routes
     from .openai_api.handlers import routes as openai_routes
 
-    return [*openai_routes(), *lmsp_routes()]
+    return [(r"/v1/openapi.json", OpenAPIHandler), *openai_routes(), *lmsp_routes()]

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator
+from typing import ClassVar
+
+from pydantic import BaseModel
 
 from ..generation import Turn
 from ..web import ClientGone, ProtocolHandler
+from .protocol import ChatCompletionRequest
 
 
 class OpenAIHandler(ProtocolHandler):
@@ -65,6 +69,8 @@ class ModelHandler(OpenAIHandler):
 
 class ChatCompletionsHandler(OpenAIHandler):
     """``POST /v1/chat/completions``."""
+
+    request_models: ClassVar[dict[str, type[BaseModel]]] = {"post": ChatCompletionRequest}
 
     async def post(self) -> None:
         """A chat completion, streamed or not."""

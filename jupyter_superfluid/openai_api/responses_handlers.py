@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+from typing import ClassVar
+
+from pydantic import BaseModel
 
 from ..errors import UnsupportedParameter
 from .handlers import OpenAIHandler
+from .protocol import ResponseCreateRequest
 
 
 class ResponsesHandler(OpenAIHandler):
     """``POST /v1/responses`` (create) and ``GET /v1/responses`` (listing, an extension)."""
+
+    request_models: ClassVar[dict[str, type[BaseModel]]] = {"post": ResponseCreateRequest}
 
     async def post(self) -> None:
         """Create a response, streamed or not."""

@@ -1,0 +1,22 @@
+"""``/v1/openapi.json`` describes every served endpoint and is a valid OpenAPI document."""
+
+from __future__ import annotations
+
+import httpx
+from openapi_spec_validator import validate
+
+from jupyter_superfluid.openapi import openapi_path
+from jupyter_superfluid.services import all_routes
+
+
+def test_openapi_document_is_valid_and_complete(standalone):
+    doc = httpx.get(standalone.base_url + "/openapi.json", timeout=30).json()
+    validate(doc)
+    served = {openapi_path(p) for p, _ in all_routes()} - {None}
+    assert served == set(doc["paths"])
+    assert {"/v1/responses", "/v1/chat/completions", "/lmsp/v1/tasks/{task_id}/events"} <= served
+    create = doc["paths"]["/v1/responses"]["post"]
+    ref = create["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    schema = doc["components"]["schemas"][ref.rsplit("/", 1)[1]]
+    assert {"model", "input", "previous_response_id"} <= set(schema["properties"])
+    assert set(doc["paths"]["/v1/responses/{response_id}"]) == {"get", "delete"}
