@@ -16,7 +16,7 @@ from typing import Any
 import llama_cpp
 
 INSTRUCTIONS = "You are a careful assistant. Answer briefly."
-_WORDS = (
+_WORD_TEXT = (
     "the of and to in is you that it he was for on are as with his they at be this have "
     "from or one had by word but not what all were we when your can said there use an "
     "each which she do how their if will up other about out many then them these so some "
@@ -24,7 +24,8 @@ _WORDS = (
     "people my than first water been call who oil its now find long down day did get come "
     "made may part notebook kernel server model token cache branch session stream python "
     "jupyter cell output input history memory thread batch prompt answer question context"
-).split()
+)
+_WORDS = _WORD_TEXT.split()
 
 
 class Tokenizer:

@@ -102,7 +102,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"Model: {results['model']['shape']} ({results['model']['mib']} MiB). Every server: "
         f"context {cfg['ctx_size']} per conversation, {cfg['threads']} threads, batch "
         f"{cfg['n_batch']}; superfluid: {cfg['cache_slots']} cache slots, "
-        f"{cfg['kv_tokens']} KV cells shared. Spread: min–max under 10 samples, else p10–p90.",
+        f"{cfg['kv_tokens']} KV cells shared. Spread: min-max under 10 samples, else p10-p90.",
         "",
         *_targets(results["sections"]),
     ]

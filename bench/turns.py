@@ -102,7 +102,13 @@ async def sf_build_turn(
     for attempt in range(seed, seed + 50):
         if conv.response_id is None:
             result = await sf_whole(
-                http, server, conv, user, max_tokens=BUILD_OUTPUT_TOKENS, seed=attempt, ban_eos=False
+                http,
+                server,
+                conv,
+                user,
+                max_tokens=BUILD_OUTPUT_TOKENS,
+                seed=attempt,
+                ban_eos=False,
             )
         else:
             result = await sf_continue(

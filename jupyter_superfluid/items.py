@@ -268,3 +268,43 @@ def to_output_format(text: Any) -> OutputFormat:
     raise InvalidRequest(
         "text.format.type must be text, json_object or json_schema", param="text.format.type"
     )
+
+
+def with_ids(items: list[dict[str, Any]], rid: str) -> list[dict[str, Any]]:
+    """Stored input items: each with an id, and message content as parts (as OpenAI lists them)."""
+    hexid = rid.removeprefix("resp_")
+    out = []
+    for j, item in enumerate(items):
+        item = dict(item)
+        kind = item.get("type", "message")
+        item.setdefault("type", kind)
+        if kind == "message" and isinstance(item.get("content"), str):
+            # Stored input items carry content parts, as OpenAI lists them.
+            part = "output_text" if item.get("role") == "assistant" else "input_text"
+            item["content"] = [{"type": part, "text": item["content"]}]
+        if "id" not in item:
+            prefix = {
+                "message": "msg",
+                "function_call": "fc",
+                "function_call_output": "fco",
+                "reasoning": "rs",
+            }.get(kind, "item")
+            item["id"] = f"{prefix}_{hexid}_in{j}"
+        out.append(item)
+    return out
+
+
+def preview(inputs: list[dict[str, Any]], output: list[dict[str, Any]], n: int = 80) -> str:
+    """A short line for listings: the last input, then the start of the answer."""
+
+    def text(item: dict[str, Any]) -> str:
+        content = item.get("content")
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        return str(item.get("name") or item.get("output") or "")
+
+    last_in = next((text(i) for i in reversed(inputs) if i.get("type") != "reasoning"), "")
+    out = next((text(i) for i in output if i.get("type") == "message"), "")
+    return (last_in[: n // 2] + " → " + out)[:n]

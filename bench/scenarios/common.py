@@ -9,7 +9,7 @@ from typing import Any
 from ..client import StreamResult
 from ..stats import ratio, summary
 
-SMALL_N = 10  # below this many samples the spread shown is min–max, else p10–p90
+SMALL_N = 10  # below this many samples the spread shown is min-max, else p10-p90
 
 
 @dataclass
@@ -53,11 +53,11 @@ def ttft_summary(results: Iterable[StreamResult]) -> dict[str, Any]:
 
 
 def spread(s: dict[str, Any], scale: float = 1000.0, unit: str = "ms") -> str:
-    """``median (low–high) unit``: min–max for few samples, else p10–p90."""
+    """``median (low-high) unit``: min-max for few samples, else p10-p90."""
     if not s or s.get("median") is None:
-        return "–"
+        return "-"
     low, high = ("min", "max") if s["n"] < SMALL_N else ("p10", "p90")
-    return f"{_num(s['median'] * scale)} ({_num(s[low] * scale)}–{_num(s[high] * scale)}) {unit}"
+    return f"{_num(s['median'] * scale)} ({_num(s[low] * scale)}-{_num(s[high] * scale)}) {unit}"
 
 
 def _num(value: float) -> str:
@@ -70,10 +70,10 @@ def _num(value: float) -> str:
 
 
 def times(value: float | None) -> str:
-    """A ratio cell: ``0.052×`` (or ``–``)."""
+    """A ratio cell: ``0.052x`` (or ``-``)."""
     if value is None:
-        return "–"
-    return f"{value:.3g}×"
+        return "-"
+    return f"{value:.3g}x"
 
 
 def ratio_of(top: dict[str, Any] | None, bottom: dict[str, Any] | None) -> float | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..chat.codec import ChatCodec
 from ..errors import UnsupportedCapability
-from .protocol import CreateRequest, SuperfluidExtension
+from .protocol import LmspCreateRequest, SuperfluidExtension
 
 NAMES = ("text", "streaming", "tools", "structured_output", "conversations", "reasoning", "tasks")
 
@@ -29,7 +29,9 @@ def model_capabilities(codec: ChatCodec) -> dict[str, bool]:
     }
 
 
-def needed(req: CreateRequest, ext: SuperfluidExtension, *, task: bool = False) -> dict[str, str]:
+def needed(
+    req: LmspCreateRequest, ext: SuperfluidExtension, *, task: bool = False
+) -> dict[str, str]:
     """The capabilities a request needs, each with the field that needs it."""
     out: dict[str, str] = {"text": "input"}
     if req.stream and not task:
@@ -52,7 +54,7 @@ def needed(req: CreateRequest, ext: SuperfluidExtension, *, task: bool = False) 
 def check(
     model: str,
     caps: dict[str, bool],
-    req: CreateRequest,
+    req: LmspCreateRequest,
     ext: SuperfluidExtension,
     *,
     task: bool = False,

@@ -19,7 +19,7 @@ from ..generation import Turn
 from ..web import ClientGone, ProtocolHandler
 from .idempotency import KEY_HEADER, REPLAYED_HEADER, Claim, Replay
 from .problems import CONTENT_TYPE, problem
-from .protocol import VERSION, check_version
+from .protocol import VERSION, LmspCreateRequest, check_version
 from .tasks import task_object
 
 log = logging.getLogger(__name__)
@@ -168,6 +168,7 @@ class ResponsesHandler(LmspHandler):
     """``POST /lmsp/v1/responses``."""
 
     scope = {"POST": "responses:write"}
+    request_models = {"post": LmspCreateRequest}
 
     async def post(self) -> None:
         """Create a response, streamed or not (idempotent with a key)."""
@@ -205,6 +206,7 @@ class TasksHandler(LmspHandler):
     """``POST /lmsp/v1/tasks``."""
 
     scope = {"POST": "tasks:write"}
+    request_models = {"post": LmspCreateRequest}
 
     async def post(self) -> None:
         """Create a task that runs with no connection: 202 and the task."""

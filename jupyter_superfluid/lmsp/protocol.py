@@ -85,7 +85,7 @@ ITEM_MODELS: dict[str, type[BaseModel]] = {
 }
 
 
-class FunctionTool(_Open):
+class LmspFunctionTool(_Open):
     """A function tool the client executes (section 6.5)."""
 
     type: Literal["function"]
@@ -94,14 +94,14 @@ class FunctionTool(_Open):
     parameters: dict[str, Any] | None = None
 
 
-class NamedToolChoice(_Strict):
+class LmspToolChoice(_Strict):
     """``{"type": "function", "name": ...}``."""
 
     type: Literal["function"]
     name: str = Field(min_length=1)
 
 
-class JsonSchemaSpec(_Open):
+class LmspJsonSchema(_Open):
     """``{"name": ..., "schema": {...}}`` of a json_schema response format."""
 
     name: str = Field(min_length=1, max_length=64)
@@ -110,11 +110,11 @@ class JsonSchemaSpec(_Open):
     strict: bool | None = None
 
 
-class ResponseFormat(_Strict):
+class LmspResponseFormat(_Strict):
     """``{"type": "text"}`` or ``{"type": "json_schema", "json_schema": {...}}``."""
 
     type: Literal["text", "json_schema"]
-    json_schema: JsonSchemaSpec | None = None
+    json_schema: LmspJsonSchema | None = None
 
 
 class SuperfluidExtension(_Strict):
@@ -128,7 +128,7 @@ class SuperfluidExtension(_Strict):
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
 
 
-class CreateRequest(_Open):
+class LmspCreateRequest(_Open):
     """``POST /lmsp/v1/responses`` (and the body of ``POST /lmsp/v1/tasks``)."""
 
     model: str = Field(min_length=1)
@@ -136,17 +136,17 @@ class CreateRequest(_Open):
     stream: bool = False
     max_output_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0, le=2)
-    response_format: ResponseFormat | None = None
-    tools: list[FunctionTool] = Field(default_factory=list)
-    tool_choice: Literal["auto", "none", "required"] | NamedToolChoice = "auto"
+    response_format: LmspResponseFormat | None = None
+    tools: list[LmspFunctionTool] = Field(default_factory=list)
+    tool_choice: Literal["auto", "none", "required"] | LmspToolChoice = "auto"
     store: bool = False
     previous_response_id: str | None = Field(default=None, min_length=1)
     extensions: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
-def parse_request(body: dict[str, Any]) -> CreateRequest:
+def parse_request(body: dict[str, Any]) -> LmspCreateRequest:
     """Validate a responses request, its input items and their content parts."""
-    req = parse(CreateRequest, body)
+    req = parse(LmspCreateRequest, body)
     for i, item in enumerate(req.input):
         check_item(item, f"input[{i}]")
     fmt = req.response_format
@@ -195,7 +195,7 @@ def check_version(header: str | None) -> None:
     )
 
 
-def superfluid_extension(req: CreateRequest) -> SuperfluidExtension:
+def superfluid_extension(req: LmspCreateRequest) -> SuperfluidExtension:
     """This service's extension from ``extensions``; a critical unknown one is a 400."""
     ours = SuperfluidExtension()
     for name, value in req.extensions.items():

@@ -26,7 +26,7 @@ from ..chat.types import (
 from ..conversation import load_continuation
 from ..errors import GenerationFailed, InvalidRequest, NotFound
 from ..generation import ChatService, Turn, ensure_messages
-from ..items import to_messages, to_tool_choice, to_tools
+from ..items import preview, to_messages, to_tool_choice, to_tools, with_ids
 from ..models import ModelHub
 from ..prompting import Continuation
 from ..sessions import NewResponse, ResponseNotFound, ResponseRecord, SessionNotFound, Store, new_id
@@ -36,7 +36,7 @@ from .idempotency import Claim
 from .problems import generation_problem
 from .protocol import (
     EXTENSION,
-    CreateRequest,
+    LmspCreateRequest,
     SuperfluidExtension,
     parse_request,
     superfluid_extension,
@@ -50,7 +50,7 @@ class LmspTurn:
     """A validated, rendered LMSP request and, as it runs, its events and result."""
 
     id: str
-    req: CreateRequest
+    req: LmspCreateRequest
     turn: Turn
     principal: Principal
     created_at: int
@@ -104,7 +104,9 @@ class LmspResponses:
         rid = new_id("resp_")
         return LmspTurn(rid, req, turn, principal, int(time.time()), LmspAssembler(rid))
 
-    async def _continuation(self, req: CreateRequest, principal: Principal) -> Continuation | None:
+    async def _continuation(
+        self, req: LmspCreateRequest, principal: Principal
+    ) -> Continuation | None:
         if req.previous_response_id is None:
             return None
         found = await load_continuation(self.store, req.previous_response_id, principal.owner)
@@ -192,13 +194,14 @@ class LmspResponses:
                 model=body["model"],
                 status=body["status"],
                 body=body,
-                input_items=lt.req.input,
+                input_items=with_ids(lt.req.input, lt.id),
                 output_items=body["output"],
                 previous_response_id=lt.req.previous_response_id,
                 principal=lt.principal.owner,
                 protocol="lmsp",
                 created_at=lt.created_at,
                 cached_tokens=lt.turn.result.usage.cached_tokens,
+                preview=preview(lt.req.input, body["output"]),
             )
         try:
             await self.chat.commit(lt.turn, record, idempotency)
@@ -261,7 +264,7 @@ def _summary(text: str) -> list[dict[str, str]]:
     return [{"type": "summary_text", "text": text}]
 
 
-def _output_format(req: CreateRequest) -> OutputFormat:
+def _output_format(req: LmspCreateRequest) -> OutputFormat:
     fmt = req.response_format
     if fmt is None or fmt.type == "text" or fmt.json_schema is None:
         return OutputFormat()
@@ -273,7 +276,7 @@ def _output_format(req: CreateRequest) -> OutputFormat:
     )
 
 
-def _sampling(req: CreateRequest, ext: SuperfluidExtension) -> ChatSampling:
+def _sampling(req: LmspCreateRequest, ext: SuperfluidExtension) -> ChatSampling:
     return ChatSampling(
         temperature=req.temperature,
         top_p=ext.top_p,

@@ -379,7 +379,8 @@ def show_tree(magics: RespondMagics) -> Any:
             session.last = reply
 
     try:
-        tree = ConversationTree(session.head, on_current=follow)
+        options = _branch_options(session.defaults)
+        tree = ConversationTree(session.head, on_current=follow, branch_options=options)
     except Exception as exc:
         message = readable(exc)
         if message is None:
@@ -387,3 +388,17 @@ def show_tree(magics: RespondMagics) -> Any:
         raise RespondError(message) from None
     display(tree)
     return tree
+
+
+def _branch_options(defaults: Settings) -> dict[str, Any]:
+    """The ``%respond`` defaults as Responses parameters for branches made in the tree."""
+    options: dict[str, Any] = {
+        "model": defaults.model,
+        "instructions": defaults.instructions,
+        "max_output_tokens": defaults.max_tokens,
+        "temperature": defaults.temperature,
+        "seed": defaults.seed,
+    }
+    if defaults.reasoning:
+        options["reasoning"] = {"effort": defaults.reasoning}
+    return {k: v for k, v in options.items() if v is not None}

@@ -20,10 +20,12 @@ from ..errors import InvalidRequest, NotFound, UnsupportedParameter
 from ..generation import ChatService, Turn
 from ..items import (
     normalize_input,
+    preview,
     to_messages,
     to_output_format,
     to_tool_choice,
     to_tools,
+    with_ids,
 )
 from ..models import ModelHub
 from ..prompting import Continuation
@@ -36,6 +38,7 @@ from ..sessions import (
     new_id,
 )
 from .events import OutputAssembler, Sequencer
+from .stored import openai_body
 from .protocol import ListQuery, ResponseCreateRequest, parse
 
 ECHOED = (
@@ -111,9 +114,7 @@ class Responses:
         )
         turn = await self.chat.prepare(chat_request, cont)
         rid = new_id("resp_")
-        return ResponseTurn(
-            rid, req, body, _with_ids(items, rid), turn, principal, int(time.time())
-        )
+        return ResponseTurn(rid, req, body, with_ids(items, rid), turn, principal, int(time.time()))
 
     async def _continuation(
         self, req: ResponseCreateRequest, principal: Principal
@@ -194,7 +195,7 @@ class Responses:
                 principal=rt.principal.owner,
                 created_at=rt.created_at,
                 cached_tokens=rt.turn.result.usage.cached_tokens,
-                preview=_preview(rt.input_items, body["output"]),
+                preview=preview(rt.input_items, body["output"]),
             )
         try:
             await self.chat.commit(rt.turn, record)
@@ -268,7 +269,7 @@ class Responses:
 
     async def retrieve(self, response_id: str, principal: Principal) -> dict[str, Any]:
         """``GET /v1/responses/{id}``."""
-        return dict((await self.record(response_id, principal)).body)
+        return openai_body(await self.record(response_id, principal))
 
     async def delete(self, response_id: str, principal: Principal) -> dict[str, Any]:
         """``DELETE /v1/responses/{id}``: remove the record, purge its session."""
@@ -349,40 +350,3 @@ def _refuse_unsupported(req: ResponseCreateRequest) -> None:
         )
     if req.prompt is not None:
         raise UnsupportedParameter("stored prompts are not supported", param="prompt")
-
-
-def _with_ids(items: list[dict[str, Any]], rid: str) -> list[dict[str, Any]]:
-    hexid = rid.removeprefix("resp_")
-    out = []
-    for j, item in enumerate(items):
-        item = dict(item)
-        kind = item.get("type", "message")
-        item.setdefault("type", kind)
-        if kind == "message" and isinstance(item.get("content"), str):
-            # Stored input items carry content parts, as OpenAI lists them.
-            part = "output_text" if item.get("role") == "assistant" else "input_text"
-            item["content"] = [{"type": part, "text": item["content"]}]
-        if "id" not in item:
-            prefix = {
-                "message": "msg",
-                "function_call": "fc",
-                "function_call_output": "fco",
-                "reasoning": "rs",
-            }.get(kind, "item")
-            item["id"] = f"{prefix}_{hexid}_in{j}"
-        out.append(item)
-    return out
-
-
-def _preview(inputs: list[dict[str, Any]], output: list[dict[str, Any]], n: int = 80) -> str:
-    def text(item: dict[str, Any]) -> str:
-        content = item.get("content")
-        if isinstance(content, str):
-            return content
-        if isinstance(content, list):
-            return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-        return str(item.get("name") or item.get("output") or "")
-
-    last_in = next((text(i) for i in reversed(inputs) if i.get("type") != "reasoning"), "")
-    out = next((text(i) for i in output if i.get("type") == "message"), "")
-    return (last_in[: n // 2] + " → " + out)[:n]

@@ -305,10 +305,6 @@ def test_line_magic_rejects_cell_only_options(shell):
         shell.run_line_magic("respond", "--schema X")
 
 
-@pytest.mark.xfail(
-    reason="LMSP routes were being built alongside this test; drop the mark once lmsp/ is in",
-    strict=False,
-)
 def test_lmsp_round_trip(shell, standalone, capsys):
     a = respond(shell, f"-m {CHATML} --new --lmsp --max-tokens 6 --seed 1")
     assert a.id.startswith("resp_") and a.status in ("completed", "incomplete")

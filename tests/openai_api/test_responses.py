@@ -583,3 +583,32 @@ def test_unenforceable_schema_is_400(standalone, path, body, param):
     r = httpx.post(standalone.base_url + path, json=body, timeout=30)
     assert r.status_code == 400, r.text
     assert r.json()["error"]["param"] == param
+
+
+def test_lmsp_stored_response_reads_as_openai(standalone, openai_client):
+    body = {
+        "model": CHATML,
+        "store": True,
+        "max_output_tokens": 5,
+        "input": [
+            {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": "from lmsp"}],
+            }
+        ],
+    }
+    made = httpx.post(standalone.url + "/lmsp/v1/responses", json=body, timeout=60).json()
+    r = openai_client.responses.retrieve(made["id"])
+    Response.model_validate(r.model_dump(mode="json"))
+    assert r.id == made["id"] and r.model == CHATML
+    assert r.usage.output_tokens == made["usage"]["output_tokens"]
+    items = openai_client.responses.input_items.list(made["id"])
+    assert [i.content[0].text for i in items.data] == ["from lmsp"]
+    nxt = openai_client.responses.create(
+        previous_response_id=made["id"], input="via openai", max_output_tokens=3
+    )
+    assert nxt.previous_response_id == made["id"]
+    listed = httpx.get(standalone.base_url + "/responses", params={"limit": 100}).json()
+    row = next(d for d in listed["data"] if d["id"] == made["id"])
+    assert row["preview"].startswith("from lmsp")

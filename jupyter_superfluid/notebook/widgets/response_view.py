@@ -65,6 +65,7 @@ class ResponseView(widgets.DOMWidget):
         self._lock = threading.RLock()
         self._last_sync = 0.0
         self._dirty = False
+        self._stop_mode = "none"
         self.on_msg(self._on_message)
 
     # --- the renderer interface -----------------------------------------------------
@@ -77,7 +78,7 @@ class ResponseView(widgets.DOMWidget):
             self._state.status = "in_progress"
             self.stop_requested = False
             foreground = threading.current_thread() is threading.main_thread()
-            self.stop_mode = "interrupt" if foreground and _in_kernel() else "message"
+            self._stop_mode = "interrupt" if foreground and _in_kernel() else "message"
             self._push()
         if self.autodisplay:
             from IPython.display import display
@@ -103,7 +104,7 @@ class ResponseView(widgets.DOMWidget):
                     state.cancel(error or "stopped: the generation was cancelled")
                 else:
                     state.fail(error or "failed")
-            self.stop_mode = "none"
+            self._stop_mode = "none"
             self._push()
 
     # --- syncing --------------------------------------------------------------------
@@ -118,6 +119,7 @@ class ResponseView(widgets.DOMWidget):
             self.items = copy.deepcopy(state.items)
             self.usage = copy.deepcopy(state.usage)
             self.error = state.error
+            self.stop_mode = self._stop_mode
         self.syncs += 1
         self._dirty = False
         self._last_sync = time.monotonic()

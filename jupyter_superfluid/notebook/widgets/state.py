@@ -131,7 +131,8 @@ class ResponseState:
         current = self._item({**event, "item_id": (event.get("item") or {}).get("id")})
         if done is None or current is None:
             return False
-        done["output"] = current.get("output")
+        if "output" in current:  # a function call keeps the output its tool gave
+            done["output"] = current["output"]
         current.update(done)
         return True
 

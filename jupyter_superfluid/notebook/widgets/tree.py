@@ -150,6 +150,10 @@ class ConversationTree(widgets.DOMWidget):
         view.start(RenderMeta(model=None, previous_response_id=parent, input=text))
         try:
             final = run_openai(self.client(), params, stream=True, on_event=view.on_event)
+            reply = Reply(final)
+            view.finish(reply)
+            self._adopt(reply)  # before busy clears: the new node is there when it does
+            return reply
         except Cancelled:
             view.finish(None, "stopped: the generation was cancelled")
             return None
@@ -159,10 +163,6 @@ class ConversationTree(widgets.DOMWidget):
             raise
         finally:
             self.busy = False
-        reply = Reply(final)
-        view.finish(reply)
-        self._adopt(reply)
-        return reply
 
     def _adopt(self, reply: Reply) -> None:
         """Make a new reply the current node: redraw, select it, tell the hook."""

@@ -1,0 +1,1 @@
+"""The scenarios: each module has ``async def run(ctx) -> Section``."""

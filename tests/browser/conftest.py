@@ -1,0 +1,149 @@
+"""A real Jupyter server with the extension and the tiny models, and headless Chromium.
+
+The server is ``jupyter lab`` in a subprocess, in temporary Jupyter dirs, serving
+JupyterLab 4 (``/lab``) and Notebook 7 (``/notebooks``). The browser is Debian's
+``/usr/bin/chromium`` driven by Playwright for Python (its own browser download is
+not used). Every browser test is marked ``browser`` (``-m browser`` selects them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from jupyter_superfluid.pytest_plugin import TINY_MODELS, free_port
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test in this folder ``browser``."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.browser)
+
+
+@dataclass
+class LabServer:
+    """A running ``jupyter lab`` subprocess."""
+
+    url: str  # http://127.0.0.1:PORT/
+    token: str
+    root: Path
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def api(self) -> httpx.Client:
+        """An HTTP client for the server's REST and /v1 APIs, with its token."""
+        return httpx.Client(
+            base_url=self.url, headers={"Authorization": f"token {self.token}"}, timeout=60
+        )
+
+    def log(self) -> str:
+        """What the server printed so far."""
+        return self.log_path.read_text(errors="replace")
+
+
+def _settings(config_dir: Path) -> None:
+    """User settings: no news or update checks (nothing outside can be reached)."""
+    target = config_dir / "lab/user-settings/@jupyterlab/apputils-extension"
+    target.mkdir(parents=True)
+    (target / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False})
+    )
+
+
+def _wait_up(server: LabServer, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"jupyter lab exited:\n{server.log()}")
+        try:
+            if server.api().get("api/status").status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"jupyter lab did not start:\n{server.log()}")
+
+
+@pytest.fixture(scope="session")
+def lab(sf_model_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
+    """``jupyter lab`` with the extension on the tiny models, in throwaway Jupyter dirs."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
+    base = tmp_path_factory.mktemp("lab")
+    root, config, data, runtime = (base / n for n in ("root", "config", "data", "runtime"))
+    for folder in (root, config, data, runtime):
+        folder.mkdir()
+    _settings(config)
+    port, token = free_port(), "sf-browser-token"
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(config), "JUPYTER_DATA_DIR": str(data)}
+    env.update(JUPYTER_RUNTIME_DIR=str(runtime), JUPYTER_PLATFORM_DIRS="1")
+    for name in ("SUPERFLUID_BASE_URL", "SUPERFLUID_API_KEY", "SUPERFLUID_WIDGETS"):
+        env.pop(name, None)
+    cmd = [
+        *(sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}"),
+        *("--ip=127.0.0.1", "--allow-root", f"--IdentityProvider.token={token}"),
+        *(f"--ServerApp.root_dir={root}", "--LabApp.extension_manager=readonly"),
+        *(f"--Superfluid.models={m}" for m in TINY_MODELS),
+        f"--Superfluid.model_cache_dir={sf_model_cache}",
+        f"--Superfluid.sessions_dir={base / 'sessions'}",
+        "--Superfluid.context_size=16384",
+        "--LabApp.expose_app_in_browser=True",
+        "--JupyterNotebookApp.expose_app_in_browser=True",
+    ]
+    log_path = base / "lab.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+        )
+    server = LabServer(f"http://127.0.0.1:{port}/", token, root, proc, log_path)
+    try:
+        _wait_up(server)
+        yield server
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[Any]:
+    """Headless Debian Chromium under Playwright."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    """Where screenshots go (gitignored)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS
