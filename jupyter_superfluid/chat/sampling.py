@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..engine.base import SamplingParams
-from . import grammars
 from ..errors import InvalidRequest
+from . import grammars
 from .types import ChatRequest, ChatSampling, ToolSpec
 
 DEFAULT_TEMPERATURE = 0.8

@@ -38,8 +38,8 @@ from ..sessions import (
     new_id,
 )
 from .events import OutputAssembler, Sequencer
-from .stored import openai_body
 from .protocol import ListQuery, ResponseCreateRequest, parse
+from .stored import openai_body
 
 ECHOED = (
     "instructions",
