@@ -72,7 +72,7 @@ class Superfluid(LoggingConfigurable):
     kv_tokens = Int(
         0,
         help="KV cache budget in tokens, shared by all warm conversations; "
-        "0 means 4 x context_size.",
+        "0 means 2 x context_size.",
     ).tag(config=True)
 
     preload = Bool(
