@@ -102,7 +102,8 @@ class ChatService:
         head = head_key(request.instructions, tools, kwargs)
         builder = PromptBuilder(codec, model.engine.tokenize)
         lead = (ChatMessage("system", request.instructions),) if request.instructions else ()
-        prompt, forked = await asyncio.to_thread(
+        # Rendering and tokenizing a long conversation is real work: off the event loop.
+        prompt, forked, suffix = await asyncio.to_thread(
             self._build_prompt,
             builder,
             lead,
@@ -126,7 +127,6 @@ class ChatService:
         sampling = sampling_for(
             request.sampling, grammar, self.default_max_tokens, room=context - len(prompt.tokens)
         )
-        suffix = await asyncio.to_thread(builder.expected_closing, prompt, tools, kwargs)
         return Turn(
             request,
             model.engine,
@@ -151,15 +151,18 @@ class ChatService:
         kwargs: dict,
         head: str,
         model_id: str,
-    ) -> tuple[Prompt, bool]:
+    ) -> tuple[Prompt, bool, list[int]]:
+        """The prompt, whether it forks the stored session, and the closing to cache."""
+        prompt: Prompt | None = None
         if cont is not None and self._can_fork(cont, builder, head, model_id):
             assert cont.session_id is not None
             stored = self.store.session_tokens(cont.session_id, cont.end)
-            forked = builder.fork(cont, stored, lead, new, tools, kwargs)
-            if forked is not None:
-                return forked, True
-        prior = cont.messages if cont is not None else ()
-        return builder.fresh(lead, prior + new, tools, kwargs), False
+            prompt = builder.fork(cont, stored, lead, new, tools, kwargs)
+        forked = prompt is not None
+        if prompt is None:
+            prior = cont.messages if cont is not None else ()
+            prompt = builder.fresh(lead, prior + new, tools, kwargs)
+        return prompt, forked, builder.expected_closing(prompt, tools, kwargs)
 
     @staticmethod
     def _can_fork(cont: Continuation, builder: PromptBuilder, head: str, model_id: str) -> bool:
