@@ -182,7 +182,7 @@ class RespondMagics(Magics):
         renderer.finish(reply)
         if args.out:
             self.ns[args.out] = value
-        if value is reply and getattr(renderer, "shows_value", False):
+        if value is reply and getattr(renderer, "shows_value", False) and self.shell:
             self.shell.displayhook.update_user_ns(value)  # `_`, Out: the widget shows it
             return None
         return value

@@ -22,6 +22,12 @@ export function el<K extends keyof HTMLElementTagNameMap>(
   if (text !== undefined) {
     node.textContent = text;
   }
+  if (tag === 'button' || tag === 'input') {
+    // Keys pressed here are for this control. Notebook shortcuts whose selector matches the
+    // focused element itself (arrows, Enter in command mode) must not run, so the mark is
+    // on the control, not only on the widget.
+    node.dataset.lmSuppressShortcuts = 'true';
+  }
   return node;
 }
 
@@ -40,7 +46,8 @@ function fillReasoning(node: HTMLElement, item: OutputItem & { type: 'reasoning'
   }
   const words = item.text.split(/\s+/).filter(Boolean).length;
   const label = item.status === 'in_progress' ? 'Thinking…' : 'Reasoning';
-  (details.querySelector('summary') as HTMLElement).textContent = `${label} (${words} words)`;
+  const count = `${words} word${words === 1 ? '' : 's'}`;
+  (details.querySelector('summary') as HTMLElement).textContent = `${label} (${count})`;
   (details.querySelector('.sf-reasoning-text') as HTMLElement).textContent = item.text;
 }
 

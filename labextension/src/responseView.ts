@@ -67,6 +67,7 @@ export class ResponseViewView extends DOMWidgetView {
 
   render(): void {
     this.el.classList.add('sf-response');
+    this.el.dataset.lmSuppressShortcuts = 'true'; // keys here are ours, not notebook shortcuts
     const header = el('div', 'sf-response-header');
     this.statusEl = el('span', 'sf-status');
     this.statusEl.setAttribute('role', 'status');

@@ -103,9 +103,11 @@ export class ConversationTreeView extends DOMWidgetView {
   private liveEl!: HTMLElement;
   private liveView: DOMWidgetView | null = null;
   private armedDelete = '';
+  private rowsSignature = '';
 
   render(): void {
     this.el.classList.add('sf-tree');
+    this.el.dataset.lmSuppressShortcuts = 'true'; // arrows, Enter, typing: ours, not the notebook's
     this.el.append(this.toolbar());
     this.errorEl = el('div', 'sf-error');
     this.errorEl.setAttribute('role', 'alert');
@@ -166,6 +168,14 @@ export class ConversationTreeView extends DOMWidgetView {
       event.preventDefault();
       this.onBranch();
     });
+    // Keys typed here are ours, not the notebook's shortcuts; Enter sends.
+    this.branchInput.addEventListener('keydown', event => {
+      event.stopPropagation();
+      if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        this.onBranch();
+      }
+    });
     const row = el('div', 'sf-branch-row');
     row.append(this.branchInput, this.branchButton, this.deleteButton);
     this.form.append(this.branchLabel, row);
@@ -191,6 +201,11 @@ export class ConversationTreeView extends DOMWidgetView {
   }
 
   private drawRows(selected: string): void {
+    const signature = JSON.stringify([this.rows.map(r => [r.id, r.guides, r.node]), selected]);
+    if (signature === this.rowsSignature) {
+      return; // unchanged: keep the buttons (and the focus) as they are
+    }
+    this.rowsSignature = signature;
     const focused = (document.activeElement as HTMLElement | null)?.dataset?.id;
     const hadFocus = this.nodesEl.contains(document.activeElement);
     this.nodesEl.replaceChildren(...this.rows.map(row => rowButton(row, selected)));
@@ -269,6 +284,7 @@ export class ConversationTreeView extends DOMWidgetView {
     const target = moves[event.key]?.();
     if (target) {
       event.preventDefault();
+      event.stopPropagation(); // the notebook must not move its own selection too
       this.focusRow(target);
     }
   }

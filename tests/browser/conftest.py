@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -131,11 +131,24 @@ def lab(sf_model_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
             proc.kill()
 
 
-@pytest.fixture(scope="session")
-def chromium() -> Iterator[Any]:
-    """Headless Debian Chromium under Playwright."""
-    from playwright.sync_api import sync_playwright
+@pytest.fixture
+def jp_asyncio_loop() -> Iterator[None]:
+    """No pytest-jupyter loop here: Playwright's sync API runs its own in this thread."""
+    yield None
 
+
+@pytest.fixture
+def jp_server_cleanup() -> Iterator[None]:
+    """No in-process Jupyter server to clean up here (the server is a subprocess)."""
+    yield None
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    """Headless Debian Chromium under Playwright (closed, with its loop, after the module)."""
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=20_000)  # a loaded 2-core machine is slow to paint
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield browser
@@ -147,3 +160,34 @@ def artifacts() -> Path:
     """Where screenshots go (gitignored)."""
     ARTIFACTS.mkdir(exist_ok=True)
     return ARTIFACTS
+
+
+@pytest.fixture(scope="module")
+def baseline_errors(lab: LabServer, chromium: Any) -> Callable[[str], set[str]]:
+    """The console errors a UI shows on a notebook with this extension disabled.
+
+    Notebook 7.6 with JupyterLab 4.6 throws one error of its own while loading
+    settings; a test then accepts exactly the errors that occur without us.
+    """
+    from tests.browser.notebook_page import NotebookPage, write_notebook
+
+    found: dict[str, set[str]] = {}
+    page_config = lab.root.parent / "config/labconfig/page_config.json"
+
+    def errors(ui: str) -> set[str]:
+        if ui not in found:
+            write_notebook(lab.root / f"baseline-{ui}.ipynb", ["1 + 1"])
+            page_config.parent.mkdir(exist_ok=True)
+            page_config.write_text(json.dumps({"disabledExtensions": {"jupyter-superfluid": True}}))
+            context = chromium.new_context()
+            try:
+                nb = NotebookPage(context.new_page(), lab, ui, f"baseline-{ui}.ipynb")
+                nb.open(watch=False)
+                nb.run(0)
+                found[ui] = set(nb.errors)
+            finally:
+                page_config.unlink()
+                context.close()
+        return found[ui]
+
+    return errors

@@ -15,7 +15,8 @@ from typing import Any
 
 from tests.browser.conftest import LabServer
 
-UIS = {"lab": "lab/tree/{path}", "notebook": "notebooks/{path}"}
+UIS = {"lab": "lab/tree/{path}?reset&", "notebook": "notebooks/{path}?"}  # reset: no old tabs
+CELLS = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell"
 
 # Records (view id, status, text length) for every ResponseView on each DOM change.
 WATCH = """() => {
@@ -56,21 +57,28 @@ class NotebookPage:
 
     def __init__(self, page: Any, lab: LabServer, ui: str, path: str) -> None:
         self.page, self.lab, self.ui, self.path = page, lab, ui, path
-        self.errors: list[str] = []
+        self.errors: list[str] = []  # one line each
+        self.details: list[str] = []  # with stacks, for the artifacts
         page.on("console", self._console)
-        page.on("pageerror", lambda exc: self.errors.append(f"pageerror: {exc}"))
+        page.on("pageerror", self._page_error)
 
     def _console(self, message: Any) -> None:
         if message.type == "error":
             self.errors.append(f"console: {message.text}")
+            self.details.append(f"console: {message.text} at {message.location}")
 
-    def open(self) -> None:
-        """Load the UI on the notebook and wait until its kernel is idle."""
-        url = self.lab.url + UIS[self.ui].format(path=self.path) + f"?token={self.lab.token}"
+    def _page_error(self, exc: Any) -> None:
+        self.errors.append(f"pageerror: {exc}")
+        self.details.append(f"pageerror: {exc}\n{exc.stack}")
+
+    def open(self, watch: bool = True) -> None:
+        """Load the UI on the notebook, wait until its kernel is idle, watch the views."""
+        url = self.lab.url + UIS[self.ui].format(path=self.path) + f"token={self.lab.token}"
         self.page.goto(url)
-        self.page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=60_000)
+        self.page.locator(CELLS).first.wait_for(timeout=60_000)
         self.wait_kernel_idle()
-        self.page.evaluate(WATCH)
+        if watch:
+            self.page.evaluate(WATCH)
 
     def wait_kernel_idle(self, timeout: float = 60) -> None:
         """Until the notebook's kernel (found through the sessions API) is idle."""
@@ -85,7 +93,7 @@ class NotebookPage:
 
     def cell(self, index: int) -> Any:
         """The locator of one cell."""
-        return self.page.locator(".jp-Notebook .jp-Cell").nth(index)
+        return self.page.locator(CELLS).nth(index)
 
     def run(self, index: int, wait: bool = True, timeout: float = 60) -> Any:
         """Run a cell with Shift+Enter; by default wait until it has finished."""

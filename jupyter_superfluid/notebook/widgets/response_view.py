@@ -48,7 +48,9 @@ class ResponseView(widgets.DOMWidget):
     model = Unicode("", help="The model that answers.").tag(sync=True)
     status = Enum(STATUSES, "idle", help="Where the response is.").tag(sync=True)
     items = List(Dict(), help="Output items: reasoning, message, function_call.").tag(sync=True)
-    usage = Dict(allow_none=True, default_value=None, help="Token counts and speed.").tag(sync=True)
+    usage: Any = Dict(allow_none=True, default_value=None, help="Token counts and speed.").tag(
+        sync=True
+    )
     error = Unicode("", help="Why the response stopped early, if it did.").tag(sync=True)
     stop_mode = Enum(("message", "interrupt", "none"), "none", help="How Stop stops.").tag(
         sync=True

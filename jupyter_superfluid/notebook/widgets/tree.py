@@ -47,9 +47,9 @@ class ConversationTree(widgets.DOMWidget):
     )
     current = Unicode("", help="The response the notebook's conversation is at.").tag(sync=True)
     selected = Unicode("", help="The node whose input and output are shown.").tag(sync=True)
-    detail = Dict(allow_none=True, default_value=None, help="The selected node's content.").tag(
-        sync=True
-    )
+    detail: Any = Dict(
+        allow_none=True, default_value=None, help="The selected node's content."
+    ).tag(sync=True)
     busy = Bool(False, help="A branch is streaming.").tag(sync=True)
     error = Unicode("", help="The last action's error, in words.").tag(sync=True)
     live = Instance(ResponseView, allow_none=True, help="The branch streaming now.").tag(
