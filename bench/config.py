@@ -51,11 +51,13 @@ class BenchConfig:
     name: str = "full"
     shape: Shape = field(default_factory=Shape)
     ctx_size: int = 8192  # per conversation, on every server compared
-    kv_tokens: int = 32768  # superfluid's shared KV budget (8 conversations of ~2-4k)
+    kv_tokens: int = 0  # superfluid's shared KV budget; 0: the server's default
+    interleaved_kv_tokens: int = 32768  # scenario 2 holds 8 conversations of ~2k at once
     cache_slots: int = 8
     threads: int = field(default_factory=_threads)
     n_batch: int = 512
     reps: int = 3  # measured repetitions per point (after a warm-up)
+    cold_reps: int = 2  # repetitions of a cold baseline (each on a fresh server)
     histories: tuple[int, ...] = (512, 1024, 2048, 4096)
     turn_tokens: int = 24  # size of the new user message of a measured turn
     ttft_output_tokens: int = 4  # output of a turn measured for TTFT only
@@ -89,9 +91,10 @@ def tiny() -> BenchConfig:
         name="tiny",
         shape=Shape(n_layer=2, n_embd=64, n_head=4, context_length=4096, f16=False, seed=1),
         ctx_size=2048,
-        kv_tokens=8192,
+        interleaved_kv_tokens=8192,
         cache_slots=4,
         reps=1,
+        cold_reps=1,
         histories=(128, 256),
         turn_tokens=8,
         ttft_output_tokens=2,
@@ -105,7 +108,7 @@ def tiny() -> BenchConfig:
         concurrency=(1, 2),
         concurrency_tokens=8,
         jupyter_streams=2,
-        jupyter_stream_tokens=16,
+        jupyter_stream_tokens=256,
         status_samples=20,
         llama_server_slots=(2,),
     )

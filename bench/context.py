@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 
@@ -15,6 +18,8 @@ from .config import BenchConfig
 from .conversation import Tokenizer
 from .servers import Server
 from .turns import warm_up
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -28,6 +33,7 @@ class Context:
     with_llama_cpp_server: bool
     llama_server_binary: Path | None = None
     started: float = field(default_factory=time.monotonic)
+    facts: dict[str, object] = field(default_factory=dict)  # what the servers reported
     _llama_cpp: Server | None = None
 
     def log(self, message: str) -> None:
@@ -38,12 +44,24 @@ class Context:
         """A fresh async HTTP client (use it in ``async with``)."""
         return new_client()
 
-    async def superfluid(self) -> Server:
+    async def superfluid(self, kv_tokens: int = 0) -> Server:
         """A fresh, warmed-up standalone superfluid server (the caller stops it)."""
-        server = servers.start_superfluid(self.cfg, self.model, self.workdir)
+        server = servers.start_superfluid(self.cfg, self.model, self.workdir, kv_tokens)
+        found = re.search(r"window (\d+), (\d+) slots, (\d+) KV cells", server.log_path.read_text())
+        if found:
+            key = f"superfluid_kv_cells_{kv_tokens or 'default'}"
+            self.facts[key] = int(found.group(3))
         async with self.http() as http:
             await warm_up(http, server, "superfluid")
         return server
+
+    async def on_fresh_superfluid(self, request: Callable[[Server], Awaitable[T]]) -> T:
+        """Run ``request(server)`` on a freshly started, warmed-up superfluid (a cold cache)."""
+        server = await self.superfluid()
+        try:
+            return await request(server)
+        finally:
+            server.stop()
 
     async def llama_cpp_server(self) -> Server | None:
         """The shared, warmed-up ``llama_cpp.server`` (None when not compared)."""

@@ -50,10 +50,10 @@ def model_path(shape: Shape, cache_dir: Path = CACHE_DIR) -> Path:
 
 
 def eos_id() -> int:
-    """The id of ``<|im_end|>``, which the benchmarks ban to fix output lengths."""
+    """The id of ``<|im_end|>`` (banned to fix output lengths, favoured to end turns)."""
     return vocabulary()[0].index(EOS_TOKEN)
 
 
-def no_eos_bias() -> dict[str, float]:
-    """``logit_bias`` banning the end-of-turn token (OpenAI shape: string ids)."""
-    return {str(eos_id()): -100.0}
+def eos_logit_bias(bias: float) -> dict[str, float]:
+    """``logit_bias`` on the end-of-turn token (OpenAI shape: string ids); -100 bans it."""
+    return {str(eos_id()): bias}

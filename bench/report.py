@@ -85,6 +85,12 @@ def _targets(sections: list[dict[str, Any]]) -> list[str]:
     return _table(["target", "this run", ""], rows) if rows else []
 
 
+def _kv(results: dict[str, Any]) -> str:
+    """The KV cells superfluid servers had (as their logs said), or the setting."""
+    cells = results.get("facts", {}).get("superfluid_kv_cells_default")
+    return str(cells or results["config"]["kv_tokens"] or "the default")
+
+
 def markdown(results: dict[str, Any]) -> str:
     """The report as Markdown: run facts, targets, then one table per scenario."""
     m, cfg = results["machine"], results["config"]
@@ -101,14 +107,22 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         f"Model: {results['model']['shape']} ({results['model']['mib']} MiB). Every server: "
         f"context {cfg['ctx_size']} per conversation, {cfg['threads']} threads, batch "
-        f"{cfg['n_batch']}; superfluid: {cfg['cache_slots']} cache slots, "
-        f"{cfg['kv_tokens']} KV cells shared. Spread: min-max under 10 samples, else p10-p90.",
+        f"{cfg['n_batch']}; superfluid: {cfg['cache_slots']} cache slots sharing "
+        f"{_kv(results)} KV cells ({cfg['interleaved_kv_tokens']} in scenario 2, to hold every "
+        "conversation). Spread: min-max under 10 samples, else p10-p90.",
         "",
         *_targets(results["sections"]),
     ]
     for section in results["sections"]:
         lines += ["", f"## {section['title']}", "", f"Baseline: {section['baseline']}.", ""]
         lines += _table(section["columns"], section["rows"])
+        run = section["data"].get("_run")
+        if run:
+            lines += [
+                "",
+                f"({run['seconds']:.0f} s; 1-minute load average {run['load1_at_start']} at the "
+                f"start, {run['load1_at_end']} at the end.)",
+            ]
         lines += [""] + [f"- {note}" for note in section["notes"]] if section["notes"] else []
     for skipped in results.get("skipped", []):
         lines += ["", f"Not run: {skipped}"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import importlib
+import os
 import shutil
 import tempfile
 import time
@@ -32,6 +33,7 @@ class RunOptions:
     llama_cpp_server: bool = True
     llama_server_binary: Path | None = None
     keep_workdir: bool = False
+    scratch: Path | None = None  # where servers keep stores and logs; default under .cache
 
 
 async def _scenarios(ctx: Context, names: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -41,7 +43,13 @@ async def _scenarios(ctx: Context, names: tuple[str, ...]) -> list[dict[str, Any
         for name in names:
             ctx.log(f"scenario {name}")
             module = importlib.import_module(f"bench.scenarios.{name}")
+            started, load = time.monotonic(), os.getloadavg()[0]
             section = await module.run(ctx)
+            section.data["_run"] = {
+                "seconds": round(time.monotonic() - started, 1),
+                "load1_at_start": round(load, 2),
+                "load1_at_end": round(os.getloadavg()[0], 2),
+            }
             sections.append(section.to_json())
     finally:
         ctx.close()
@@ -59,7 +67,7 @@ def run(options: RunOptions) -> tuple[Path, Path]:
     if options.llama_server_binary is None:
         skipped.append("C++ llama-server (pass --with-llama-server to build and compare)")
     model = model_path(cfg.shape, CACHE_DIR)
-    workdir = Path(tempfile.mkdtemp(prefix="bench-", dir=_scratch()))
+    workdir = Path(tempfile.mkdtemp(prefix="bench-", dir=options.scratch or _scratch()))
     before = report.load_snapshot()
     ctx = Context(
         cfg, model, workdir, Tokenizer(model), with_llama_cpp, options.llama_server_binary
@@ -81,10 +89,11 @@ def run(options: RunOptions) -> tuple[Path, Path]:
             "file": model.name,
             "mib": round(model.stat().st_size / 2**20, 1),
         },
+        "facts": ctx.facts,
         "sections": sections,
         "skipped": skipped,
     }
-    return report.write(results, options.out_dir, options.stem or results["date"])
+    return report.write(results, options.out_dir, options.stem or str(results["date"]))
 
 
 def _scratch() -> Path:

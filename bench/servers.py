@@ -113,19 +113,19 @@ def _superfluid_loaded(base: str, headers: dict[str, str]) -> Callable[[str], bo
     return ready
 
 
-def superfluid_args(cfg: BenchConfig, model: Path) -> list[str]:
-    """The engine settings both superfluid hosts get (standalone flags)."""
-    return [
+def superfluid_args(cfg: BenchConfig, model: Path, kv_tokens: int) -> list[str]:
+    """The engine settings of a standalone superfluid server."""
+    args = [
         f"--model={MODEL_ID}={model}",
         f"--ctx-size={cfg.ctx_size}",
         f"--threads={cfg.threads}",
         f"--cache-slots={cfg.cache_slots}",
-        f"--kv-tokens={cfg.kv_tokens}",
     ]
+    return args + ([f"--kv-tokens={kv_tokens}"] if kv_tokens else [])
 
 
-def start_superfluid(cfg: BenchConfig, model: Path, workdir: Path) -> Server:
-    """The standalone superfluid server on a fresh store."""
+def start_superfluid(cfg: BenchConfig, model: Path, workdir: Path, kv_tokens: int = 0) -> Server:
+    """The standalone superfluid server on a fresh store (``kv_tokens`` 0: its default)."""
     port = free_port()
     cmd = [
         sys.executable,
@@ -136,7 +136,7 @@ def start_superfluid(cfg: BenchConfig, model: Path, workdir: Path) -> Server:
         "--host=127.0.0.1",
         f"--sessions-dir={workdir / f'sessions-{port}'}",
         f"--model-cache-dir={workdir / 'model-cache'}",
-        *superfluid_args(cfg, model),
+        *superfluid_args(cfg, model, kv_tokens or cfg.kv_tokens),
     ]
     return _launch("superfluid", cmd, workdir, port, _superfluid_loaded("", {}))
 
@@ -207,8 +207,8 @@ def start_jupyter(cfg: BenchConfig, model: Path, workdir: Path) -> Server:
         f"{s}context_size={cfg.ctx_size}",
         f"{s}threads={cfg.threads}",
         f"{s}cache_slots={cfg.cache_slots}",
-        f"{s}kv_tokens={cfg.kv_tokens}",
     ]
+    cmd += [f"{s}kv_tokens={cfg.kv_tokens}"] if cfg.kv_tokens else []
     headers = {"Authorization": f"token {JUPYTER_TOKEN}"}
     ready = _superfluid_loaded("", headers)
     return _launch("jupyter", cmd, workdir, port, ready, headers=headers, env=env)

@@ -1,9 +1,10 @@
 """Requests the scenarios make: measured turns and history building, on each server kind.
 
 Measured turns are streamed (``client.stream_*``) and ban the end-of-turn
-token so their length is fixed; history-building turns are not measured and
-end normally (a stored turn must end normally to be continued warm), so they
-are retried with the next seed until one does.
+token so their length is fixed. Turns that a conversation continues from must
+end normally (only then is a stored turn continued warm), so they favour the
+end-of-turn token instead; building turns are retried with the next seed in
+the rare case one runs to its cap.
 """
 
 from __future__ import annotations
@@ -14,18 +15,21 @@ import httpx
 
 from .client import StreamResult, stream_chat, stream_response
 from .conversation import INSTRUCTIONS, Conversation
-from .model import MODEL_ID, no_eos_bias
+from .model import MODEL_ID, eos_logit_bias
 from .servers import Server
 
-BUILD_OUTPUT_TOKENS = 96  # cap of a history-building reply (the model ends its own sooner)
+# Cap of a reply that must end normally: one it almost never reaches, so each
+# turn takes one attempt (retries would take up the server's cache slots).
+BUILD_OUTPUT_TOKENS = 400
+BAN = -100.0  # end-of-turn banned: a measured turn runs to exactly max_tokens
+# End-of-turn favoured: a turn that must end normally (to be continued warm)
+# ends after about 25 tokens (7 to 60 seen) rather than a few hundred.
+SHORT = 2.0
 
 
-def _sampling(max_tokens: int, seed: int, ban_eos: bool) -> dict[str, Any]:
+def _sampling(max_tokens: int, seed: int, eos_bias: float) -> dict[str, Any]:
     """The shared sampling fields (chat completions names)."""
-    body: dict[str, Any] = {"max_tokens": max_tokens, "seed": seed}
-    if ban_eos:
-        body["logit_bias"] = no_eos_bias()
-    return body
+    return {"max_tokens": max_tokens, "seed": seed, "logit_bias": eos_logit_bias(eos_bias)}
 
 
 async def sf_continue(
@@ -37,10 +41,10 @@ async def sf_continue(
     max_tokens: int,
     seed: int,
     instructions: str = INSTRUCTIONS,
-    ban_eos: bool = True,
+    eos_bias: float = BAN,
 ) -> StreamResult:
     """A streamed superfluid turn continuing stored response ``previous`` (warm)."""
-    sampling = _sampling(max_tokens, seed, ban_eos)
+    sampling = _sampling(max_tokens, seed, eos_bias)
     body = {
         "model": MODEL_ID,
         "previous_response_id": previous,
@@ -61,10 +65,10 @@ async def sf_whole(
     max_tokens: int,
     seed: int,
     nonce: str = "",
-    ban_eos: bool = True,
+    eos_bias: float = BAN,
 ) -> StreamResult:
     """A streamed superfluid turn given the whole conversation (no previous_response_id)."""
-    sampling = _sampling(max_tokens, seed, ban_eos)
+    sampling = _sampling(max_tokens, seed, eos_bias)
     body = {
         "model": MODEL_ID,
         "instructions": nonce + conv.instructions,
@@ -84,13 +88,13 @@ async def chat_whole(
     max_tokens: int,
     seed: int,
     nonce: str = "",
-    ban_eos: bool = True,
+    eos_bias: float = BAN,
 ) -> StreamResult:
     """A streamed chat completion given the whole conversation (any OpenAI-style server)."""
     body = {
         "model": MODEL_ID,
         "messages": conv.chat_messages(user, nonce),
-        **_sampling(max_tokens, seed, ban_eos),
+        **_sampling(max_tokens, seed, eos_bias),
     }
     return await stream_chat(http, server.url + "/v1/chat/completions", body, server.headers)
 
@@ -108,7 +112,7 @@ async def sf_build_turn(
                 user,
                 max_tokens=BUILD_OUTPUT_TOKENS,
                 seed=attempt,
-                ban_eos=False,
+                eos_bias=SHORT,
             )
         else:
             result = await sf_continue(
@@ -119,7 +123,7 @@ async def sf_build_turn(
                 max_tokens=BUILD_OUTPUT_TOKENS,
                 seed=attempt,
                 instructions=conv.instructions,
-                ban_eos=False,
+                eos_bias=SHORT,
             )
         if result.error:
             raise RuntimeError(f"building {conv.name}: {result.error}")
@@ -136,7 +140,7 @@ async def chat_build_turn(
 ) -> StreamResult:
     """A measured turn on a chat server that then joins ``conv`` (its own reply)."""
     result = await chat_whole(
-        http, server, conv, user, max_tokens=BUILD_OUTPUT_TOKENS, seed=seed, ban_eos=False
+        http, server, conv, user, max_tokens=BUILD_OUTPUT_TOKENS, seed=seed, eos_bias=SHORT
     )
     if result.ok:
         conv.add(user, result.text)

@@ -7,7 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..client import StreamResult
+from ..context import Context
+from ..conversation import Conversation
+from ..servers import Server
 from ..stats import ratio, summary
+from ..turns import sf_whole
 
 SMALL_N = 10  # below this many samples the spread shown is min-max, else p10-p90
 
@@ -85,3 +89,15 @@ def median_of(values: Sequence[int | None]) -> int | None:
     """Median of the known values (for token counts)."""
     known = sorted(v for v in values if v is not None)
     return known[len(known) // 2] if known else None
+
+
+async def cold_turn(
+    ctx: Context, conv: Conversation, user: str, max_tokens: int, seed: int
+) -> StreamResult:
+    """A turn with the whole conversation, on a freshly started superfluid (a cold server)."""
+
+    async def request(server: Server) -> StreamResult:
+        async with ctx.http() as http:
+            return await sf_whole(http, server, conv, user, max_tokens=max_tokens, seed=seed)
+
+    return await ctx.on_fresh_superfluid(request)

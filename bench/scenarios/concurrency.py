@@ -41,18 +41,36 @@ async def _burst(ctx: Context, server: Server, n: int, rep: int) -> tuple[float,
     return wall, sum(r.output_tokens or 0 for r in good), len(results) - len(good), results
 
 
-async def _measure(ctx: Context, server: Server) -> dict[int, dict[str, Any]]:
-    """Per stream count: aggregate tok/s summary, errors, median TTFT."""
-    out = {}
+def _entry(rates: list[float], errors: int, ttfts: list[float]) -> dict[str, Any]:
+    """Aggregate tok/s summary, errors, TTFT summary."""
+    return {"rate": summary(rates), "errors": errors, "ttft": summary(ttfts)}
+
+
+async def _measure(ctx: Context, sf: Server, llama: Server | None) -> tuple[dict, dict]:
+    """Per stream count, on each server: aggregate rates, errors, TTFTs.
+
+    Each superfluid burst is followed by the same burst on llama_cpp.server,
+    so a burst of load from elsewhere hits both alike.
+    """
+    ours: dict[int, dict[str, Any]] = {}
+    theirs: dict[int, dict[str, Any]] = {}
     for n in ctx.cfg.concurrency:
-        rates, errors, ttfts = [], 0, []
+        acc: dict[str, tuple[list[float], list[int], list[float]]] = {
+            "sf": ([], [], []),
+            "lc": ([], [], []),
+        }
         for rep in range(ctx.cfg.reps):
-            wall, tokens, errs, results = await _burst(ctx, server, n, rep)
-            rates.append(tokens / wall)
-            errors += errs
-            ttfts += [r.ttft for r in results if r.ttft is not None]
-        out[n] = {"rate": summary(rates), "errors": errors, "ttft": summary(ttfts)}
-    return out
+            for key, server in (("sf", sf), ("lc", llama)):
+                if server is None:
+                    continue
+                wall, tokens, errs, results = await _burst(ctx, server, n, rep)
+                acc[key][0].append(tokens / wall)
+                acc[key][1].append(errs)
+                acc[key][2].extend(r.ttft for r in results if r.ttft is not None)
+        ours[n] = _entry(acc["sf"][0], sum(acc["sf"][1]), acc["sf"][2])
+        if llama is not None:
+            theirs[n] = _entry(acc["lc"][0], sum(acc["lc"][1]), acc["lc"][2])
+    return ours, theirs
 
 
 def _cell(entry: dict[str, Any] | None) -> str:
@@ -77,13 +95,12 @@ def _ms(entry: dict[str, Any] | None) -> str:
 
 async def run(ctx: Context) -> Section:
     """Measure both servers; one table row per stream count."""
+    llama = await ctx.llama_cpp_server()
     server = await ctx.superfluid()
     try:
-        sf = await _measure(ctx, server)
+        sf, lc = await _measure(ctx, server, llama)
     finally:
         server.stop()
-    llama = await ctx.llama_cpp_server()
-    lc = await _measure(ctx, llama) if llama is not None else {}
     ctx.log("concurrency: done")
     section = Section(
         id="concurrency",

@@ -1,15 +1,17 @@
 """Scenario 2, interleaved conversations: TTFT when several conversations are continued round-robin.
 
-Each conversation first gets a history of the configured length on
-superfluid. Then they are continued in turn (4, then 8 of them): superfluid
-via ``previous_response_id``; ``llama_cpp.server`` given each conversation
-resent whole (its one sequence holds the conversation it served last, so
-every turn after a switch is a full prompt); and, with
+Conversations get a history of the configured length on superfluid (4, then
+4 more), and are continued in turn (4, then all 8): superfluid via
+``previous_response_id``; ``llama_cpp.server`` given each conversation resent
+whole (its one sequence holds the conversation it served last, so every turn
+after a switch is a full prompt); and, with
 ``--with-llama-server``, llama.cpp's C++ server with one slot per
 conversation (after one unmeasured round that fills its slots).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import httpx
 
@@ -17,7 +19,7 @@ from ..client import StreamResult
 from ..context import Context
 from ..conversation import Conversation
 from ..servers import Server
-from ..turns import BUILD_OUTPUT_TOKENS, chat_build_turn, sf_build_turn, sf_continue
+from ..turns import BUILD_OUTPUT_TOKENS, SHORT, chat_build_turn, sf_build_turn, sf_continue
 from .common import Section, median_of, ratio_of, spread, times, ttft_summary
 
 REPLY_ALLOWANCE = 50
@@ -28,53 +30,68 @@ def _user(ctx: Context, conv: int, rnd: int) -> str:
     return ctx.tokenizer.text(ctx.cfg.turn_tokens, seed=20_000 + 100 * conv + rnd)
 
 
-async def _sf_rounds(
-    ctx: Context, http: httpx.AsyncClient, server: Server, convs: list[Conversation], first: int
-) -> list[StreamResult]:
-    """Continue ``convs`` round-robin on superfluid; each turn joins its conversation."""
-    results = []
-    for rnd in range(first, first + ctx.cfg.interleaved_rounds):
-        for i, conv in enumerate(convs):
-            user = _user(ctx, i, rnd)
-            r = await sf_continue(
-                http,
-                server,
-                conv.response_id or "",
-                user,
-                max_tokens=BUILD_OUTPUT_TOKENS,
-                seed=rnd,
-                ban_eos=False,
-            )
-            results.append(r)
-            if r.response_id:  # an incomplete turn is continued too (the server rebuilds it)
-                conv.add(user, r.text)
-                conv.response_id = r.response_id
-    return results
+async def _sf_turn(
+    http: httpx.AsyncClient, server: Server, conv: Conversation, user: str, seed: int
+) -> StreamResult:
+    """Continue ``conv`` on superfluid; the turn joins it (an incomplete one too: it is rebuilt)."""
+    previous = conv.response_id or ""
+    r = await sf_continue(
+        http, server, previous, user, max_tokens=BUILD_OUTPUT_TOKENS, seed=seed, eos_bias=SHORT
+    )
+    if r.response_id:
+        conv.add(user, r.text)
+        conv.response_id = r.response_id
+    return r
 
 
-async def _superfluid(ctx: Context) -> tuple[list[Conversation], dict[int, list[StreamResult]]]:
-    """Build every conversation's history, then the round-robin for each count."""
+async def _build(
+    ctx: Context, http: httpx.AsyncClient, server: Server, convs: list[Conversation], count: int
+) -> None:
+    """Give conversations ``len(convs)..count-1`` their history on superfluid."""
+    while len(convs) < count:
+        conv = Conversation(f"c{len(convs)}")
+        text = ctx.tokenizer.text(ctx.cfg.interleaved_history - REPLY_ALLOWANCE, 2000 + len(convs))
+        await sf_build_turn(http, server, conv, text)
+        convs.append(conv)
+    ctx.log(f"interleaved: {count} conversations built")
+
+
+async def _measure(ctx: Context) -> tuple[list[Conversation], dict[int, dict[str, list]]]:
+    """Per count: build up to that many conversations, then continue them round-robin.
+
+    Each superfluid turn of the first round is followed by the same turn on
+    llama_cpp.server, so a burst of load from elsewhere hits both alike.
+    """
     cfg = ctx.cfg
-    server = await ctx.superfluid()
+    llama = await ctx.llama_cpp_server()
+    server = await ctx.superfluid(cfg.interleaved_kv_tokens)
+    convs: list[Conversation] = []  # superfluid's
+    base: list[Conversation] = []  # each as built (for llama-server)
+    theirs: list[Conversation] = []  # llama_cpp.server's copies, continued with its own replies
+    out: dict[int, dict[str, list]] = {}
     try:
         async with ctx.http() as http:
-            convs = []
-            for i in range(max(cfg.interleaved_counts)):
-                conv = Conversation(f"c{i}")
-                size = cfg.interleaved_history - REPLY_ALLOWANCE
-                await sf_build_turn(http, server, conv, ctx.tokenizer.text(size, seed=2000 + i))
-                convs.append(conv)
-            ctx.log(f"interleaved: {len(convs)} conversations built")
-            snapshot = [c.copy(c.name) for c in convs]
-            for c, s in zip(convs, snapshot, strict=True):
-                s.tokens = c.tokens
-            results, first = {}, 0
-            for count in cfg.interleaved_counts:
-                results[count] = await _sf_rounds(ctx, http, server, convs[:count], first)
-                first += cfg.interleaved_rounds
+            for first, count in enumerate(cfg.interleaved_counts):
+                await _build(ctx, http, server, convs, count)
+                for c in convs[len(base) :]:
+                    base.append(c.copy(c.name))
+                    base[-1].tokens = c.tokens
+                    theirs.append(c.copy(c.name))
+                res: dict[str, list] = {"superfluid": [], "llama_cpp": []}
+                for rnd in range(
+                    first * cfg.interleaved_rounds, (first + 1) * cfg.interleaved_rounds
+                ):
+                    for i in range(count):
+                        user = _user(ctx, i, rnd)
+                        res["superfluid"].append(await _sf_turn(http, server, convs[i], user, rnd))
+                        if llama is not None and rnd == first * cfg.interleaved_rounds:
+                            r = await chat_build_turn(http, llama, theirs[i], user, rnd)
+                            res["llama_cpp"].append(r)
+                out[count] = res
+                ctx.log(f"interleaved: {count} conversations measured")
     finally:
         server.stop()
-    return snapshot, results
+    return base, out
 
 
 async def _chat_rounds(
@@ -104,8 +121,7 @@ async def _llama_server(ctx: Context, base: list[Conversation], count: int) -> l
 
 async def run(ctx: Context) -> Section:
     """Measure round-robin TTFT against full resends; one table row per conversation count."""
-    base, sf = await _superfluid(ctx)
-    llama = await ctx.llama_cpp_server()
+    base, measured = await _measure(ctx)
     section = Section(
         id="interleaved",
         title="2. Interleaved conversations: TTFT per turn, continued round-robin",
@@ -122,34 +138,49 @@ async def run(ctx: Context) -> Section:
         ],
     )
     for count in ctx.cfg.interleaved_counts:
-        convs = [c.copy(c.name) for c in base[:count]]
-        lc = await _chat_rounds(ctx, llama, convs, 1, 0) if llama else []
         ls = await _llama_server(ctx, base, count)
-        ctx.log(f"interleaved: {count} conversations measured")
-        s_sf, s_lc, s_ls = ttft_summary(sf[count]), ttft_summary(lc), ttft_summary(ls)
-        speedup = ratio_of(s_lc, s_sf)
-        vs_ls = ratio_of(s_sf, s_ls)
-        history = median_of([c.tokens for c in base[:count]])
-        cached = median_of([r.cached_tokens for r in sf[count]])
-        cells = [str(count), str(history), spread(s_sf), str(cached), spread(s_lc)]
-        section.rows.append([*cells, times(speedup), spread(s_ls), times(vs_ls)])
-        section.data[str(count)] = {
-            "history_tokens": history,
-            "superfluid": s_sf,
-            "cached_tokens": cached,
-            "llama_cpp": s_lc,
-            "llama_server": s_ls,
-            "speedup_vs_llama_cpp": speedup,
-            "superfluid_over_llama_server": vs_ls,
-        }
-    first = section.data[str(ctx.cfg.interleaved_counts[0])]
-    up = first["speedup_vs_llama_cpp"]
+        res = measured[count]
+        data = _summarise(base[:count], res["superfluid"], res["llama_cpp"], ls)
+        section.data[str(count)] = data
+        cells = [str(count), str(data["history_tokens"]), spread(data["superfluid"])]
+        cells += [str(data["cached_tokens"]), spread(data["llama_cpp"])]
+        cells += [times(data["speedup_vs_llama_cpp"]), spread(data["llama_server"])]
+        section.rows.append([*cells, times(data["superfluid_over_llama_server"])])
+    _judge(section, ctx.cfg.interleaved_counts)
+    section.notes.append(
+        f"superfluid: {ctx.cfg.interleaved_rounds} rounds per count; llama_cpp.server: the "
+        "first round, each turn right after superfluid's (every one of its turns follows a "
+        "switch of conversation, so every one is a full prompt). The 8-conversation rows "
+        "continue the 4 conversations and add 4."
+    )
+    return section
+
+
+def _summarise(
+    base: list[Conversation], sf: list[StreamResult], lc: list[StreamResult], ls: list[StreamResult]
+) -> dict[str, Any]:
+    """Summaries and ratios for one conversation count."""
+    s_sf, s_lc, s_ls = ttft_summary(sf), ttft_summary(lc), ttft_summary(ls)
+    return {
+        "history_tokens": median_of([c.tokens for c in base]),
+        "superfluid": s_sf,
+        "cached_tokens": median_of([r.cached_tokens for r in sf]),
+        "llama_cpp": s_lc,
+        "llama_server": s_ls,
+        "speedup_vs_llama_cpp": ratio_of(s_lc, s_sf),
+        "superfluid_over_llama_server": ratio_of(s_sf, s_ls),
+    }
+
+
+def _judge(section: Section, counts: tuple[int, ...]) -> None:
+    """The targets: >= 10x llama_cpp.server; no slower than llama-server, then ahead."""
+    up = section.data[str(counts[0])]["speedup_vs_llama_cpp"]
     section.target(
-        f">= 10x faster than llama_cpp.server, {ctx.cfg.interleaved_counts[0]} conversations",
+        f">= 10x faster than llama_cpp.server, {counts[0]} conversations",
         times(up),
         None if up is None else up >= 10,
     )
-    for i, count in enumerate(ctx.cfg.interleaved_counts):
+    for i, count in enumerate(counts):
         rel = section.data[str(count)]["superfluid_over_llama_server"]
         wording = "no slower than" if i == 0 else "ahead of"
         section.target(
@@ -157,9 +188,3 @@ async def run(ctx: Context) -> Section:
             times(rel),
             None if rel is None else (rel <= 1.0 if i == 0 else rel < 1.0),
         )
-    section.notes.append(
-        "llama_cpp.server is measured for one round (every turn follows a switch, so every "
-        "turn is a full prompt); superfluid for "
-        f"{ctx.cfg.interleaved_rounds} rounds."
-    )
-    return section

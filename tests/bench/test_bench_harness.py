@@ -1,0 +1,55 @@
+"""The benchmark harness runs end to end in its tiny configuration and writes sound results.
+
+Benchmarks are not tests: nothing here looks at a timing. This only keeps
+``python -m bench`` from rotting: every scenario runs once (one repetition,
+the tiny model; ``llama_cpp.server`` only when the ``[bench]`` extra is
+installed) and the JSON and Markdown it writes are checked for shape.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # ``bench`` is a top-level package of the repository
+    sys.path.insert(0, str(ROOT))
+
+from bench import config  # noqa: E402
+from bench.run import RunOptions, run  # noqa: E402
+from bench.servers import llama_cpp_server_available  # noqa: E402
+
+
+def test_tiny_run_writes_json_and_markdown(tmp_path: Path) -> None:
+    with_llama = llama_cpp_server_available()
+    options = RunOptions(
+        cfg=config.tiny(),
+        scenarios=config.SCENARIOS,
+        command="python -m bench --tiny",
+        out_dir=tmp_path / "results",
+        stem="tiny",
+        llama_cpp_server=with_llama,
+        scratch=tmp_path,
+    )
+    json_path, md_path = run(options)
+    assert (json_path.name, md_path.name) == ("tiny.json", "tiny.md")
+
+    results = json.loads(json_path.read_text())
+    assert {"date", "command", "machine", "load", "config", "model", "sections"} <= set(results)
+    assert [s["id"] for s in results["sections"]] == list(config.SCENARIOS)
+    for section in results["sections"]:
+        assert section["rows"], section["id"]
+        assert all(len(row) == len(section["columns"]) for row in section["rows"]), section["id"]
+        for target in section["targets"]:
+            assert target["met"] in (True, False, None)
+    assert json_path.stat().st_size < 64_000  # small enough to commit
+
+    text = md_path.read_text()
+    assert text.startswith("# Benchmarks ")
+    for section in results["sections"]:
+        assert f"## {section['title']}" in text
+    table_rows = [line for line in text.splitlines() if line.startswith("|")]
+    assert table_rows and all(line.endswith("|") for line in table_rows)
+    if not with_llama:
+        assert any("llama_cpp.server" in s for s in results["skipped"])
