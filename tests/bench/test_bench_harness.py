@@ -29,7 +29,7 @@ def test_tiny_run_writes_json_and_markdown(tmp_path: Path) -> None:
         command="python -m bench --tiny",
         out_dir=tmp_path / "results",
         stem="tiny",
-        llama_cpp_server=with_llama,
+        llama_cpp_server=True,  # run() records it as skipped when the extra is missing
         scratch=tmp_path,
     )
     json_path, md_path = run(options)
