@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
 from jupyter_superfluid.engine import testmodels
-from jupyter_superfluid.engine.testmodels import EOS_TOKEN, build_model, vocabulary
+from jupyter_superfluid.engine.testmodels import EOS_TOKEN, build_cached, vocabulary
 from jupyter_superfluid.engine.tiny_templates import CHATML
 
 from .config import CACHE_DIR, Shape
@@ -24,29 +22,17 @@ def model_path(shape: Shape, cache_dir: Path = CACHE_DIR) -> Path:
     builder = Path(testmodels.__file__).read_bytes()
     digest = hashlib.sha256(blob + builder + CHATML.encode()).hexdigest()[:12]
     target = cache_dir / "models" / f"bench-{shape.n_layer}x{shape.n_embd}-{digest}.gguf"
-    if target.exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".building-", suffix=".gguf")
-    os.close(fd)
-    try:
-        build_model(
-            tmp,
-            chat_template=CHATML,
-            n_layer=shape.n_layer,
-            n_embd=shape.n_embd,
-            n_head=shape.n_head,
-            context_length=shape.context_length,
-            seed=shape.seed,
-            f16=shape.f16,
-            name=MODEL_ID,
-        )
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return target
+    return build_cached(
+        target,
+        chat_template=CHATML,
+        n_layer=shape.n_layer,
+        n_embd=shape.n_embd,
+        n_head=shape.n_head,
+        context_length=shape.context_length,
+        seed=shape.seed,
+        f16=shape.f16,
+        name=MODEL_ID,
+    )
 
 
 def eos_id() -> int:

@@ -24,6 +24,7 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import gguf
 import numpy as np
@@ -253,26 +254,29 @@ def ensure_builtin(model_id: str, cache_dir: str | os.PathLike[str]) -> Path:
     spec = BUILTIN_MODELS.get(model_id)
     if spec is None:
         raise KeyError(model_id)
-    cache = Path(cache_dir)
-    cache.mkdir(parents=True, exist_ok=True)
-    target = cache / spec.file_name(model_id)
+    return build_cached(
+        Path(cache_dir) / spec.file_name(model_id),
+        chat_template=spec.chat_template,
+        n_layer=spec.n_layer,
+        n_embd=spec.n_embd,
+        n_head=spec.n_head,
+        context_length=spec.context_length,
+        seed=spec.seed,
+        name=model_id,
+    )
+
+
+def build_cached(target: Path, **build: Any) -> Path:
+    """``build_model(target, **build)`` unless ``target`` exists; safe against racing builds."""
     if target.exists():
         return target
+    target.parent.mkdir(parents=True, exist_ok=True)
     # Build beside the target and rename: a racing process builds the same
     # bytes, and os.replace is atomic, so readers never see a partial file.
-    fd, tmp = tempfile.mkstemp(dir=cache, prefix=".building-", suffix=".gguf")
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".building-", suffix=".gguf")
     os.close(fd)
     try:
-        build_model(
-            tmp,
-            chat_template=spec.chat_template,
-            n_layer=spec.n_layer,
-            n_embd=spec.n_embd,
-            n_head=spec.n_head,
-            context_length=spec.context_length,
-            seed=spec.seed,
-            name=model_id,
-        )
+        build_model(tmp, **build)
         os.chmod(tmp, 0o644)  # mkstemp makes it private; the cache is shared
         os.replace(tmp, target)
     finally:
