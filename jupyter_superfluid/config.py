@@ -75,6 +75,13 @@ class Superfluid(LoggingConfigurable):
         "0 means 2 x context_size.",
     ).tag(config=True)
 
+    cache_ram = Int(
+        2048,
+        help="Host memory (MiB) for idle conversations' KV state: parked out of the KV "
+        "cache so they do not slow running generations, restored by a copy instead of "
+        "re-evaluated. 0 evicts instead.",
+    ).tag(config=True)
+
     preload = Bool(
         True, help="Start loading the first model when the server starts, not on first use."
     ).tag(config=True)
@@ -116,6 +123,7 @@ CLI_ALIASES: dict[str, str] = {
     "max-tokens": "Superfluid.max_tokens",
     "cache-slots": "Superfluid.cache_slots",
     "kv-tokens": "Superfluid.kv_tokens",
+    "cache-ram": "Superfluid.cache_ram",
     "api-key": "Superfluid.api_keys",
     "key-policy": "Superfluid.key_policy",
     "host": "Superfluid.host",

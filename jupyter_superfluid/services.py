@@ -52,6 +52,7 @@ class Services:
             gpu_layers=config.gpu_layers,
             cache_slots=config.cache_slots,
             kv_tokens=config.kv_tokens or None,
+            park_mib=config.cache_ram,
         )
         models = ModelHub(registry)
         Path(config.sessions_dir).mkdir(parents=True, exist_ok=True)

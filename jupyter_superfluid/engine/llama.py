@@ -15,6 +15,8 @@ Why it looks like this:
 - The KV cells each sequence holds are tracked as token ids (``cache.py``), so
   a prompt that continues or branches any recent conversation reuses its
   longest cached prefix, and ``PromptEvaluated.cached_tokens`` is measured.
+- Idle conversations are parked in host memory while others run, so the
+  unified cache's attention covers only what is running (``cache.py``).
 - Closing the iterator sets a flag the worker checks every step, so a
   disconnected client costs at most one more token; the slot's KV stays cached.
 """
@@ -85,13 +87,15 @@ class LlamaEngine:
         kv_tokens: int | None = None,
         batch_size: int = 512,
         flash_attention: bool | None = False,
+        park_mib: int = 2048,
     ) -> LlamaEngine:
         """Load ``path`` (blocking; run it in a thread). Raises ModelLoadError.
 
         ``context_size`` is each conversation's window (capped at the model's
         training context); ``kv_tokens`` the KV cells all slots share (default
-        two windows); ``flash_attention`` trades exactness for memory (see
-        ``native.create_context``).
+        two windows); ``park_mib`` the host memory for idle conversations'
+        KV state (``cache.py``; 0: evict instead); ``flash_attention`` trades
+        exactness for memory (see ``native.create_context``).
         """
         started = time.monotonic()
         path = Path(path)
@@ -118,6 +122,7 @@ class LlamaEngine:
                 n_batch=n_batch,
                 context_size=context_size,
                 name=model_id,
+                park_bytes=park_mib << 20,
             )
         except BaseException:
             if ctx is not None:
@@ -152,6 +157,8 @@ class LlamaEngine:
             "prompt_tokens_evaluated": self._worker.prompt_tokens_evaluated,
             "tokens_generated": self._worker.tokens_generated,
             "decode_calls": self._worker.decode_calls,
+            "parked": self._worker.cache.parks,
+            "restored": self._worker.cache.restores,
         }
 
     def tokenize(self, text: str, *, special: bool = True) -> list[int]:

@@ -12,6 +12,7 @@ the event loop only ever enqueues work and reads finished events.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import threading
 from collections import deque
@@ -40,6 +41,7 @@ class _LlamaMemory:
     """``KVMemory`` over a context's ``llama_memory_t``."""
 
     def __init__(self, ctx: Any) -> None:
+        self._ctx = ctx
         self._mem = L.llama_get_memory(ctx)
 
     def remove(self, seq_id: int, p0: int, p1: int) -> None:
@@ -50,6 +52,20 @@ class _LlamaMemory:
     def copy(self, src: int, dst: int, p0: int, p1: int) -> None:
         """Share ``src``'s cells at [p0, p1) with ``dst``."""
         L.llama_memory_seq_cp(self._mem, src, dst, p0, p1)
+
+    def save(self, seq_id: int) -> bytearray:
+        """The sequence's cells, serialized (llama_state_seq_get_data)."""
+        state = bytearray(L.llama_state_seq_get_size(self._ctx, seq_id))
+        view = (ctypes.c_uint8 * len(state)).from_buffer(state)
+        written = L.llama_state_seq_get_data(self._ctx, view, len(state), seq_id)
+        del view  # release the export so the bytearray can be resized
+        del state[written:]
+        return state
+
+    def load(self, seq_id: int, state: bytearray) -> bool:
+        """Restore a saved sequence into ``seq_id``; False when the KV has no room."""
+        view = (ctypes.c_uint8 * len(state)).from_buffer(state)
+        return bool(L.llama_state_seq_set_data(self._ctx, view, len(state), seq_id))
 
 
 @dataclass(eq=False)
@@ -89,13 +105,23 @@ class Worker:
     """Owns the context's step loop on a dedicated thread."""
 
     def __init__(
-        self, ctx: Any, vocab: Vocab, *, n_slots: int, n_batch: int, context_size: int, name: str
+        self,
+        ctx: Any,
+        vocab: Vocab,
+        *,
+        n_slots: int,
+        n_batch: int,
+        context_size: int,
+        name: str,
+        park_bytes: int = 0,
     ) -> None:
         self._ctx = ctx
         self._vocab = vocab
         self._n_batch = n_batch
         self._context_size = context_size
-        self.cache = PrefixCache(n_slots, _LlamaMemory(ctx))
+        self.cache = PrefixCache(
+            n_slots, _LlamaMemory(ctx), kv_cells=L.llama_n_ctx(ctx), park_bytes=park_bytes
+        )
         self._batch = L.llama_batch_init(n_batch, 0, 1)
         self._cond = threading.Condition()
         self._incoming: list[Sequence] = []
@@ -153,6 +179,7 @@ class Worker:
         for seq in [s for s in (*self._active, *self._waiting) if s.cancelled and not s.closing]:
             self._finish(seq, "cancelled")
         closing = {s.slot.seq_id for s in self._active if s.closing and s.slot is not None}
+        admitted = False
         while self._waiting and self.cache.has_idle():
             # A turn that continues a conversation still being closed waits one
             # step, then finds its whole history in place.
@@ -161,6 +188,11 @@ class Worker:
                 if reusable and slot.seq_id in closing:
                     break
             self._admit(self._waiting.popleft())
+            admitted = True
+        if admitted:
+            # Idle conversations' cells would be attended over by every running
+            # token; move them to host memory unless a waiting prompt needs them.
+            self.cache.park_idle(self._protected())
         if not self._active:
             return
         fed = self._fill_batch()
@@ -169,18 +201,20 @@ class Worker:
 
     def _admit(self, seq: Sequence) -> None:
         """Give a sequence its slot and reuse the cached prefix."""
-        # Keep the cache hits of the sequences queued behind this one.
-        protect = frozenset(
+        placement = self.cache.place(seq.prompt, self._protected())
+        assert placement is not None  # has_idle() was checked
+        seq.slot, seq.cached = placement.slot, placement.reused
+        seq.pending = list(seq.prompt[placement.reused :])
+        self._active.append(seq)
+
+    def _protected(self) -> frozenset[int]:
+        """Slots holding the cache hits of the sequences queued next."""
+        return frozenset(
             slot.seq_id
             for other in list(self._waiting)[: len(self.cache.slots)]
             for slot, reusable, _ in [self.cache.best_match(other.prompt)]
             if reusable
         )
-        placement = self.cache.place(seq.prompt, protect)
-        assert placement is not None  # has_idle() was checked
-        seq.slot, seq.cached = placement.slot, placement.reused
-        seq.pending = list(seq.prompt[placement.reused :])
-        self._active.append(seq)
 
     def _fill_batch(self) -> list[_Fed]:
         """Put every generating sequence's next token, then prompt chunks, into the batch."""

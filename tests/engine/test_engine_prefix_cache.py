@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import pytest
 from sf_engine_helpers import Generation, agenerate, chat_prompt, generate
 
 from jupyter_superfluid.engine.base import GenerateRequest, SamplingParams
@@ -89,7 +90,7 @@ def test_branching_one_prefix_twice_keeps_both_warm(sf_make_engine: MakeEngine) 
 
 
 def test_least_recently_used_slot_is_reused(sf_make_engine: MakeEngine) -> None:
-    engine = sf_make_engine(cache_slots=2)
+    engine = sf_make_engine(cache_slots=2, park_mib=0)
     a, b, c = (chat_prompt(engine, f"{k} " * 20) for k in ("alpha", "beta", "gamma"))
     for prompt in (a, b, c):
         _run(engine, prompt, seed=1, max_tokens=3)
@@ -99,15 +100,45 @@ def test_least_recently_used_slot_is_reused(sf_make_engine: MakeEngine) -> None:
     assert cold_a.prompt.cached_tokens < len(chat_prompt(engine, ""))  # only the template
 
 
-def test_full_kv_cache_evicts_idle_slots(sf_make_engine: MakeEngine) -> None:
-    engine = sf_make_engine(context_size=256, kv_tokens=256)
+@pytest.mark.parametrize("park_mib", [0, 64])
+def test_full_kv_cache_evicts_idle_slots(sf_make_engine: MakeEngine, park_mib: int) -> None:
+    engine = sf_make_engine(context_size=256, kv_tokens=256, park_mib=park_mib)
     a = [ord("a")] * 200
     b = [ord("b")] * 200
-    assert generate(engine, a, max_tokens=2, seed=1).finished.reason == "length"
+    first = generate(engine, a, max_tokens=2, seed=1)
+    assert first.finished.reason == "length"
     run = generate(engine, b, max_tokens=2, seed=1)  # needs a's cells
     assert run.finished.reason == "length"
     again = generate(engine, a, max_tokens=2, seed=1)
-    assert again.prompt.cached_tokens == 0
+    if park_mib:  # a was parked in host memory, then copied back
+        assert again.prompt.cached_tokens == len(a) - 1
+        assert engine.stats()["restored"] == 1
+        assert again.tokens == first.tokens
+    else:
+        assert again.prompt.cached_tokens == 0
+
+
+def test_idle_conversations_are_parked_and_restored_exactly(sf_make_engine: MakeEngine) -> None:
+    engine = sf_make_engine(cache_slots=4)
+    long_a = chat_prompt(engine, "alpha " * 80)  # more own cells than stay resident
+    first, _ = _run(engine, long_a, seed=5, max_tokens=8)
+    assert engine.stats()["parked"] == 0
+    _run(engine, chat_prompt(engine, "beta"), seed=5, max_tokens=2)  # other work parks a
+    assert engine.stats()["parked"] == 1
+    again, evaluated = _run(engine, long_a, seed=5, max_tokens=8)
+    assert engine.stats()["restored"] == 1
+    assert again.prompt.cached_tokens == len(long_a) - 1 and evaluated == 1
+    assert again.tokens == first.tokens  # the restored KV is the evaluated one
+
+
+def test_short_idle_conversations_stay_resident(sf_make_engine: MakeEngine) -> None:
+    engine = sf_make_engine(cache_slots=4)
+    short = chat_prompt(engine, "hi")
+    _run(engine, short, seed=1, max_tokens=2)
+    _run(engine, chat_prompt(engine, "other"), seed=1, max_tokens=2)
+    again, _ = _run(engine, short, seed=1, max_tokens=2)
+    assert again.prompt.cached_tokens == len(short) - 1
+    assert engine.stats()["parked"] == engine.stats()["restored"] == 0
 
 
 def test_concurrent_requests_share_a_cached_prefix(sf_make_engine: MakeEngine) -> None:
