@@ -8,15 +8,27 @@ above it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 FinishReason = Literal["stop", "length", "cancelled", "error"]
 
 
 class EngineError(Exception):
     """A failure inside the engine (model load, decode, sampling)."""
+
+
+class MediaError(EngineError):
+    """Media that cannot be used: undecodable bytes, an unsupported kind, a count mismatch."""
+
+    def __init__(self, message: str, *, index: int | None = None) -> None:
+        super().__init__(message)
+        self.index = index  # which medium of the prompt, when one is to blame
+
+
+# Where a medium goes in a prompt text given to ``tokenize_media``.
+MEDIA_MARKER = "<__media__>"
 
 
 class ModelLoadError(EngineError):
@@ -54,6 +66,9 @@ class GenerateRequest:
     # newline after <|im_end|>): fed into the KV cache after the generation, so its
     # continuation is served wholly from cache.
     cache_suffix: tuple[int, ...] = ()
+    # The media of a prompt from ``tokenize_media`` (``media.MediaPiece``), in
+    # order; ``prompt_tokens`` then holds each one's placeholder ids.
+    media: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -115,6 +130,14 @@ class Engine(Protocol):
 
     def detokenize(self, tokens: list[int]) -> str:
         """Text of ``tokens``, control tokens rendered."""
+        ...
+
+    def tokenize_media(self, text: str, media: Sequence[bytes]) -> Any:
+        """A ``media.MediaPrompt`` for ``text`` with one MEDIA_MARKER per medium (blocking).
+
+        Raises MediaError when the model takes no media of that kind or the bytes
+        cannot be decoded.
+        """
         ...
 
     def generate(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:

@@ -217,7 +217,7 @@ class PrefixCache:
     def resident_cells(self) -> int:
         """KV cells in use: every slot's tokens, shared prefixes counted once."""
         held = sorted(s.tokens for s in self.slots if s.tokens)
-        total, previous = 0, []
+        total, previous = 0, list[int]()
         for tokens in held:
             # Sorted, the most shared neighbour comes right before each list.
             total += len(tokens) - common_prefix(previous, tokens)

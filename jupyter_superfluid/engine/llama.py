@@ -30,19 +30,24 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncGenerator
+from collections.abc import Sequence as Seq
 from pathlib import Path
 from typing import Any
 
 import llama_cpp.llama_cpp as L
 
 from .base import (
+    MEDIA_MARKER,
     ContextOverflowError,
     EngineError,
     EngineEvent,
     GenerateRequest,
     GenerationFinished,
+    MediaError,
     ModelInfo,
+    ModelLoadError,
 )
+from .media import MediaPiece, MediaProjector, MediaPrompt
 from .native import Vocab, create_context, default_threads, load_model, meta_string
 from .sampling import Sampler, TextDecoder, build_sampler
 from .worker import Sequence, Worker
@@ -64,8 +69,17 @@ def _close_open_engines() -> None:
 class LlamaEngine:
     """A loaded GGUF model serving concurrent generations with a prefix cache."""
 
-    def __init__(self, info: ModelInfo, model: Any, ctx: Any, vocab: Vocab, worker: Worker) -> None:
+    def __init__(
+        self,
+        info: ModelInfo,
+        model: Any,
+        ctx: Any,
+        vocab: Vocab,
+        worker: Worker,
+        projector: MediaProjector | None = None,
+    ) -> None:
         self._info = info
+        self._projector = projector
         self._model = model
         self._ctx = ctx
         self._vocab = vocab
@@ -88,6 +102,7 @@ class LlamaEngine:
         batch_size: int = 512,
         flash_attention: bool | None = False,
         park_mib: int = 2048,
+        mmproj: str | Path | None = None,
     ) -> LlamaEngine:
         """Load ``path`` (blocking; run it in a thread). Raises ModelLoadError.
 
@@ -95,12 +110,13 @@ class LlamaEngine:
         training context); ``kv_tokens`` the KV cells all slots share (default
         two windows); ``park_mib`` the host memory for idle conversations'
         KV state (``cache.py``; 0: evict instead); ``flash_attention`` trades
-        exactness for memory (see ``native.create_context``).
+        exactness for memory (see ``native.create_context``); ``mmproj`` a
+        multimodal projector GGUF for image/audio input (``media.py``).
         """
         started = time.monotonic()
         path = Path(path)
         model = load_model(path, gpu_layers=gpu_layers)
-        ctx = None
+        ctx = projector = None
         try:
             vocab = Vocab(model)
             context_size = min(context_size, L.llama_model_n_ctx_train(model))
@@ -112,7 +128,8 @@ class LlamaEngine:
                 threads=threads or default_threads(),
                 flash_attention=flash_attention,
             )
-            info = _model_info(model_id, path, model, vocab, context_size)
+            projector = _load_projector(mmproj, model, threads) if mmproj else None
+            info = _model_info(model_id, path, model, vocab, context_size, projector)
             # llama.cpp clamps n_batch to n_ctx (and aborts on a larger batch).
             n_batch = L.llama_n_batch(ctx)
             worker = Worker(
@@ -123,8 +140,12 @@ class LlamaEngine:
                 context_size=context_size,
                 name=model_id,
                 park_bytes=park_mib << 20,
+                n_embd=projector.n_embd if projector else 0,
+                media_non_causal=bool(projector and projector.uses_non_causal),
             )
         except BaseException:
+            if projector is not None:
+                projector.close()
             if ctx is not None:
                 L.llama_free(ctx)
             L.llama_model_free(model)
@@ -134,7 +155,7 @@ class LlamaEngine:
             "loaded %s from %s in %.2fs (window %d, %d slots, %d KV cells)",
             *(model_id, path, elapsed, context_size, cache_slots, L.llama_n_ctx(ctx)),
         )
-        return cls(info, model, ctx, vocab, worker)
+        return cls(info, model, ctx, vocab, worker, projector)
 
     @property
     def info(self) -> ModelInfo:
@@ -171,6 +192,15 @@ class LlamaEngine:
         self._check_open()
         return self._vocab.detokenize(tokens)
 
+    def tokenize_media(self, text: str, media: Seq[bytes]) -> MediaPrompt:
+        """Text runs and encoded media for ``text`` with one MEDIA_MARKER per medium (blocking)."""
+        self._check_open()
+        if self._projector is None:
+            raise MediaError("this model takes no images or audio")
+        if self._projector.marker != MEDIA_MARKER:
+            text = text.replace(MEDIA_MARKER, self._projector.marker)
+        return self._projector.tokenize(text, media)
+
     def _check_open(self) -> None:
         """Refuse calls that would touch the freed model."""
         if self._closed:
@@ -205,14 +235,19 @@ class LlamaEngine:
         if request.sampling.max_tokens is not None and request.sampling.max_tokens < 1:
             raise EngineError("max_tokens must be at least 1")
         suffix = tuple(getattr(request, "cache_suffix", None) or ())
+        media = _media_spans(prompt, request.media)
         n_vocab = self._vocab.n_tokens
-        if any(not 0 <= t < n_vocab for t in (*prompt, *suffix)):
+        if any(not 0 <= t < n_vocab for t in (*prompt, *suffix) if not t < 0 or not media):
             raise EngineError(f"token ids outside the vocabulary (0..{n_vocab - 1})")
         sampler = build_sampler(self._vocab, request.sampling)
-        return self._stream(request, sampler, suffix)
+        return self._stream(request, sampler, suffix, media)
 
     async def _stream(
-        self, request: GenerateRequest, sampler: Sampler, suffix: tuple[int, ...]
+        self,
+        request: GenerateRequest,
+        sampler: Sampler,
+        suffix: tuple[int, ...],
+        media: tuple[tuple[int, MediaPiece], ...],
     ) -> AsyncGenerator[EngineEvent, None]:
         """Submit to the worker and relay its events; closing cancels."""
         loop = asyncio.get_running_loop()
@@ -233,6 +268,7 @@ class LlamaEngine:
             decoder=TextDecoder(self._vocab),
             emit=emit,
             suffix=suffix,
+            media=media,
         )
         try:
             self._worker.submit(seq)
@@ -255,13 +291,50 @@ class LlamaEngine:
                 return
             self._closed = True
         self._worker.stop()
+        if self._projector is not None:
+            self._projector.close()
         L.llama_free(self._ctx)
         L.llama_model_free(self._model)
         log.info("closed %s", self._info.id)
 
 
+def _load_projector(path: str | Path, model: Any, threads: int | None) -> MediaProjector:
+    """The model's media projector; ModelLoadError for one this engine cannot drive."""
+    projector = MediaProjector.load(path, model, threads=threads)
+    if projector.uses_mrope:
+        projector.close()
+        # M-RoPE gives each medium position 2-D coordinates; the worker's
+        # batches carry one position per token.
+        raise ModelLoadError(f"{path}: projectors that need M-RoPE positions are not supported")
+    return projector
+
+
+def _media_spans(
+    prompt: tuple[int, ...], media: tuple[MediaPiece, ...]
+) -> tuple[tuple[int, MediaPiece], ...]:
+    """Where each medium's placeholder run starts in ``prompt``; EngineError if they disagree."""
+    spans: list[tuple[int, MediaPiece]] = []
+    i = 0
+    for piece in media:
+        while i < len(prompt) and prompt[i] >= 0:
+            i += 1
+        run = prompt[i : i + piece.n_pos]
+        if len(run) != piece.n_pos or any(t != piece.placeholder_id for t in run):
+            raise EngineError("the prompt's media placeholders do not match its media")
+        spans.append((i, piece))
+        i += piece.n_pos
+    if any(t < 0 for t in prompt[i:]):
+        raise EngineError("the prompt has media placeholders without media")
+    return tuple(spans)
+
+
 def _model_info(
-    model_id: str, path: Path, model: Any, vocab: Vocab, context_size: int
+    model_id: str,
+    path: Path,
+    model: Any,
+    vocab: Vocab,
+    context_size: int,
+    projector: MediaProjector | None,
 ) -> ModelInfo:
     """ModelInfo from the GGUF metadata and the vocabulary."""
 
@@ -278,4 +351,6 @@ def _model_info(
         eos_token=text(vocab.eos),
         eog_token_ids=vocab.eog_ids,
         n_vocab=vocab.n_tokens,
+        accepts_images=bool(projector and projector.supports_images),
+        accepts_audio=bool(projector and projector.supports_audio),
     )

@@ -32,7 +32,7 @@ import llama_cpp.mtmd_cpp as M
 import numpy as np
 
 from . import native
-from .base import EngineError, ModelLoadError
+from .base import MediaError, ModelLoadError
 
 MediaKind = Literal["image", "audio"]
 
@@ -40,10 +40,6 @@ _IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"B
 _SUPPORTED = "an image (PNG, JPEG, GIF, BMP) or audio (WAV, MP3, FLAC) file"
 _log_lock = threading.Lock()
 _log_routed = False
-
-
-class MediaError(EngineError):
-    """Media that cannot be used: undecodable bytes, an unsupported kind, a count mismatch."""
 
 
 @dataclass(frozen=True)
@@ -213,11 +209,13 @@ class MediaProjector:
         """The medium's kind, if this projector takes it; MediaError otherwise."""
         kind = sniff_media(data)
         if kind is None:
-            raise MediaError(f"medium {index} is not {_SUPPORTED}")
+            raise MediaError(f"medium {index} is not {_SUPPORTED}", index=index)
         if kind == "image" and not self.supports_images:
-            raise MediaError(f"medium {index} is an image, but this model takes no images")
+            raise MediaError(
+                f"medium {index} is an image, but this model takes no images", index=index
+            )
         if kind == "audio" and not self.supports_audio:
-            raise MediaError(f"medium {index} is audio, but this model takes no audio")
+            raise MediaError(f"medium {index} is audio, but this model takes no audio", index=index)
         return kind
 
     def _bitmap(self, index: int, data: bytes, kind: MediaKind) -> int:
@@ -230,10 +228,13 @@ class MediaProjector:
             M.mtmd_helper_video_free(wrapper.video_ctx)
             if wrapper.bitmap:
                 M.mtmd_bitmap_free(wrapper.bitmap)
-            raise MediaError(f"medium {index} decodes as a video, which is not supported")
+            raise MediaError(
+                f"medium {index} decodes as a video, which is not supported", index=index
+            )
         if not wrapper.bitmap:
             raise MediaError(
-                f"medium {index}: cannot decode the {kind} (corrupt?): {_llama_reason(mark)}"
+                f"medium {index}: cannot decode the {kind} (corrupt?): {_llama_reason(mark)}",
+                index=index,
             )
         return int(wrapper.bitmap)
 

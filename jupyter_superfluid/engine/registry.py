@@ -18,6 +18,7 @@ a short TCP probe runs before huggingface_hub's own retrying requests.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import socket
@@ -29,7 +30,7 @@ from typing import Literal
 from urllib.parse import urlparse
 
 from .base import Engine, EngineError
-from .testmodels import BUILTIN_MODELS, ensure_builtin
+from .testmodels import BUILTIN_MODELS, ensure_builtin, ensure_builtin_projector
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ class ModelSpec:
     kind: SpecKind
     source: str  # a path, "OWNER/REPO/FILE.gguf", or a built-in id
     spec: str  # as the user wrote it
+    mmproj: str | None = None  # the projector for image/audio input: a path or hf:…
 
     @property
     def hf_repo_file(self) -> tuple[str, str]:
@@ -71,8 +73,22 @@ class ModelSpec:
 
 
 def parse_spec(spec: str) -> ModelSpec:
-    """Parse ``[ID=]PATH.gguf``, ``[ID=]hf:OWNER/REPO/FILE.gguf`` or a built-in id."""
-    text = spec.strip()
+    """Parse ``[ID=]PATH.gguf``, ``[ID=]hf:OWNER/REPO/FILE.gguf`` or a built-in id.
+
+    A model file may name its multimodal projector: ``…gguf;mmproj=PROJ.gguf``
+    (a path or ``hf:OWNER/REPO/FILE.gguf``).
+    """
+    text, _, mmproj = spec.strip().partition(";mmproj=")
+    parsed = _parse_model(text.strip(), spec)
+    if not mmproj:
+        return parsed
+    if parsed.kind == "builtin" or not mmproj.strip().endswith(".gguf"):
+        raise ValueError(f"invalid model spec {spec!r}: mmproj= takes a .gguf path or hf: file")
+    return dataclasses.replace(parsed, mmproj=mmproj.strip())
+
+
+def _parse_model(text: str, spec: str) -> ModelSpec:
+    """The model part of a spec."""
     given_id = None
     head, sep, rest = text.partition("=")
     plain = head.startswith("hf:") or any(c.isspace() for c in head) or Path(text).is_file()
@@ -217,6 +233,17 @@ class ModelRegistry:
             return fetch_hf(spec)
         return Path(spec.source)
 
+    def resolve_projector(self, model_id: str) -> Path | None:
+        """The model's multimodal projector file, if it has one (blocking)."""
+        spec = self.spec(model_id)
+        if spec.kind == "builtin":
+            return ensure_builtin_projector(spec.source, self.cache_dir)
+        if spec.mmproj is None:
+            return None
+        if spec.mmproj.startswith("hf:"):
+            return fetch_hf(_parse_model(spec.mmproj, spec.spec))
+        return Path(spec.mmproj).expanduser()
+
     async def get(self, model_id: str) -> Engine:
         """The loaded engine of ``model_id``, loading it first (in a thread) if needed."""
         spec = self.spec(model_id)
@@ -240,6 +267,9 @@ class ModelRegistry:
             path = self.resolve(spec.id)
             log.info("loading model %s from %s", spec.id, path)
             options = dict(self._load_options)
+            mmproj = self.resolve_projector(spec.id)
+            if mmproj is not None:
+                options["mmproj"] = mmproj
             if spec.kind == "builtin" and options.get("threads") is None:
                 # The tiny models decode fastest on one thread, and then they
                 # never spin against other busy threads on a small machine.

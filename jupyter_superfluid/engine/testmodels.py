@@ -22,9 +22,10 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import gguf
 import numpy as np
@@ -233,6 +234,7 @@ class BuiltinModel:
     n_head: int = 4
     context_length: int = 4096
     seed: int = 0
+    projector: Literal["vision", "audio"] | None = None  # a tiny mmproj built beside it
 
     def file_name(self, model_id: str) -> str:
         """Cache file name: the id's last part plus a hash of every build input."""
@@ -246,6 +248,8 @@ class BuiltinModel:
 BUILTIN_MODELS: dict[str, BuiltinModel] = {
     "superfluid/tiny-chatml": BuiltinModel(chat_template=CHATML, seed=1),
     "superfluid/tiny-qwen3": BuiltinModel(chat_template=QWEN3, seed=2),
+    "superfluid/tiny-vision": BuiltinModel(chat_template=CHATML, seed=3, projector="vision"),
+    "superfluid/tiny-audio": BuiltinModel(chat_template=CHATML, seed=4, projector="audio"),
 }
 
 
@@ -266,8 +270,30 @@ def ensure_builtin(model_id: str, cache_dir: str | os.PathLike[str]) -> Path:
     )
 
 
+def ensure_builtin_projector(model_id: str, cache_dir: str | os.PathLike[str]) -> Path | None:
+    """Path of built-in ``model_id``'s projector (built on first use); None if it has none."""
+    spec = BUILTIN_MODELS.get(model_id)
+    if spec is None:
+        raise KeyError(model_id)
+    kind = spec.projector
+    if kind is None:
+        return None
+    from .testmmproj import build_mmproj
+
+    target = Path(cache_dir) / spec.file_name(model_id).replace(".gguf", ".mmproj.gguf")
+    return _build_atomically(
+        target,
+        lambda tmp: build_mmproj(tmp, text_n_embd=spec.n_embd, kind=kind, seed=spec.seed),
+    )
+
+
 def build_cached(target: Path, **build: Any) -> Path:
     """``build_model(target, **build)`` unless ``target`` exists; safe against racing builds."""
+    return _build_atomically(target, lambda tmp: build_model(tmp, **build))
+
+
+def _build_atomically(target: Path, build: Callable[[str], object]) -> Path:
+    """Run ``build(tmp)`` and rename the result to ``target`` unless it exists."""
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -276,7 +302,7 @@ def build_cached(target: Path, **build: Any) -> Path:
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".building-", suffix=".gguf")
     os.close(fd)
     try:
-        build_model(tmp, **build)
+        build(tmp)
         os.chmod(tmp, 0o644)  # mkstemp makes it private; the cache is shared
         os.replace(tmp, target)
     finally:

@@ -86,6 +86,7 @@ class Sequence:
     finished: bool = False  # GenerationFinished sent
     suffix: tuple[int, ...] = ()  # fed into the cache after an end-of-generation token
     closing: bool = False  # finished, still feeding its last token and suffix
+    media: tuple[tuple[int, Any], ...] = ()  # (prompt position, media.MediaPiece)
 
     def cancel(self) -> None:
         """Stop before the next token (called from any thread)."""
@@ -114,6 +115,8 @@ class Worker:
         context_size: int,
         name: str,
         park_bytes: int = 0,
+        n_embd: int = 0,
+        media_non_causal: bool = False,
     ) -> None:
         self._ctx = ctx
         self._vocab = vocab
@@ -123,6 +126,11 @@ class Worker:
             n_slots, _LlamaMemory(ctx), kv_cells=L.llama_n_ctx(ctx), park_bytes=park_bytes
         )
         self._batch = L.llama_batch_init(n_batch, 0, 1)
+        # Media embeddings go through a batch of their own (a batch holds tokens
+        # or embeddings, not both); only models with a projector get one.
+        self._embd_batch = L.llama_batch_init(n_batch, n_embd, 1) if n_embd else None
+        self._n_embd = n_embd
+        self._media_non_causal = media_non_causal
         self._cond = threading.Condition()
         self._incoming: list[Sequence] = []
         self._waiting: deque[Sequence] = deque()
@@ -164,6 +172,8 @@ class Worker:
             for seq in [*self._active, *self._waiting, *self._incoming]:
                 self._finish(seq, "cancelled")
             L.llama_batch_free(self._batch)
+            if self._embd_batch is not None:
+                L.llama_batch_free(self._embd_batch)
 
     def _next_round(self) -> bool:
         """Block until there is work; move submissions to the waiting line."""
@@ -196,7 +206,40 @@ class Worker:
         if not self._active:
             return
         fed = self._fill_batch()
-        if self._decode(fed):
+        media = [s for s in self._active if s.pending and s.pending[0] < 0 and not s.closing]
+        if fed and self._decode(fed, self._batch):
+            self._sample(fed)
+        for seq in media:
+            if seq in self._active:
+                self._feed_media(seq)
+
+    def _feed_media(self, seq: Sequence) -> None:
+        """Decode the media run at the head of ``seq``'s pending tokens, then sample if done."""
+        assert seq.slot is not None and self._embd_batch is not None
+        pos0 = len(seq.slot.tokens)
+        start, piece = next((p, m) for p, m in seq.media if p <= pos0 < p + m.n_pos)
+        run = min(start + piece.n_pos - pos0, self._n_batch)
+        rows = piece.embeddings[pos0 - start : pos0 - start + run]
+        batch = self._embd_batch
+        ctypes.memmove(batch.embd, rows.ctypes.data, rows.nbytes)
+        done = run == len(seq.pending)
+        for j in range(run):
+            batch.pos[j] = pos0 + j
+            batch.n_seq_id[j] = 1
+            batch.seq_id[j][0] = seq.slot.seq_id
+            batch.logits[j] = done and j == run - 1
+        batch.n_tokens = run
+        fed = [_Fed(seq, run, run - 1 if done else None)]
+        # Some projectors (e.g. Gemma 3) want a medium's positions to see each other.
+        non_causal = self._media_non_causal and pos0 == start and run == piece.n_pos
+        if non_causal:
+            L.llama_set_causal_attn(self._ctx, False)
+        try:
+            decoded = self._decode(fed, batch)
+        finally:
+            if non_causal:
+                L.llama_set_causal_attn(self._ctx, True)
+        if decoded:
             self._sample(fed)
 
     def _admit(self, seq: Sequence) -> None:
@@ -225,6 +268,9 @@ class Worker:
             take = seq.pending[: self._n_batch - n]
             if not take:
                 break
+            if take[0] < 0:
+                continue  # a medium comes next: fed by _feed_media
+            take = _until_media(take)
             assert seq.slot is not None
             pos0 = len(seq.slot.tokens)
             done = len(take) == len(seq.pending)
@@ -240,10 +286,10 @@ class Worker:
         batch.n_tokens = n
         return fed
 
-    def _decode(self, fed: list[_Fed]) -> bool:
+    def _decode(self, fed: list[_Fed], batch: Any) -> bool:
         """Run the batch; on a full KV cache evict idle slots (LRU) and retry."""
         while True:
-            rc = L.llama_decode(self._ctx, self._batch)
+            rc = L.llama_decode(self._ctx, batch)
             self.decode_calls += 1
             if rc == 0:
                 return True
@@ -337,3 +383,11 @@ class Worker:
             seq.finished = True
             self._announce(seq)
             seq.emit(GenerationFinished(reason, seq.completion, error))
+
+
+def _until_media(tokens: list[int]) -> list[int]:
+    """``tokens`` up to the first media placeholder (negative id)."""
+    for i, token in enumerate(tokens):
+        if token < 0:
+            return tokens[:i]
+    return tokens

@@ -8,7 +8,11 @@ from pathlib import Path
 import pytest
 
 from jupyter_superfluid.engine.llama import LlamaEngine
-from jupyter_superfluid.engine.testmodels import BUILTIN_MODELS, ensure_builtin
+from jupyter_superfluid.engine.testmodels import (
+    BUILTIN_MODELS,
+    ensure_builtin,
+    ensure_builtin_projector,
+)
 
 
 @pytest.fixture(scope="session")
@@ -35,6 +39,8 @@ def sf_make_engine(sf_models: dict[str, Path]) -> Iterator[Callable[..., LlamaEn
 
     def make(model_id: str = "superfluid/tiny-chatml", **options: object) -> LlamaEngine:
         options.setdefault("threads", 1)
+        path = sf_models[model_id]
+        options.setdefault("mmproj", ensure_builtin_projector(model_id, path.parent))
         engine = LlamaEngine.load(model_id, sf_models[model_id], **options)  # type: ignore[arg-type]
         engines.append(engine)
         return engine

@@ -57,8 +57,13 @@ def test_ensure_builtin_is_cached_and_race_safe(tmp_path: Path) -> None:
     assert ensure_builtin("superfluid/tiny-qwen3", tmp_path) == paths[0]
 
 
-def test_llama_cpp_loads_both_builtins(sf_models: dict[str, Path]) -> None:
-    templates = {"superfluid/tiny-chatml": CHATML, "superfluid/tiny-qwen3": QWEN3}
+def test_llama_cpp_loads_every_builtin(sf_models: dict[str, Path]) -> None:
+    templates = {
+        "superfluid/tiny-chatml": CHATML,
+        "superfluid/tiny-qwen3": QWEN3,
+        "superfluid/tiny-vision": CHATML,
+        "superfluid/tiny-audio": CHATML,
+    }
     assert set(sf_models) == set(BUILTIN_MODELS)
     for model_id, path in sf_models.items():
         engine = LlamaEngine.load(model_id, path)
