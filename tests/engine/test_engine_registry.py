@@ -133,3 +133,37 @@ def test_cached_hf_file_works_offline(hf_home: Path, sf_models: dict[str, Path])
         return engine.info.id
 
     assert asyncio.run(scenario()) == "Qwen3-0.6B-Q4_K_M"
+
+
+def test_a_model_spec_can_name_its_projector(tmp_path: Path, sf_models: dict[str, Path]) -> None:
+    from jupyter_superfluid.engine.testmmproj import build_mmproj
+
+    model = shutil.copy(sf_models["superfluid/tiny-chatml"], tmp_path / "m.gguf")
+    projector = build_mmproj(tmp_path / "p.gguf", text_n_embd=64, kind="vision")
+    spec = parse_spec(f"eyes={model};mmproj={projector}")
+    assert (spec.id, spec.kind, spec.mmproj) == ("eyes", "path", str(projector))
+    assert parse_spec("hf:o/r/m.gguf;mmproj=hf:o/r/mmproj.gguf").mmproj == "hf:o/r/mmproj.gguf"
+    for bad in ("superfluid/tiny-chatml;mmproj=p.gguf", f"{model};mmproj=p.bin"):
+        with pytest.raises(ValueError, match="mmproj"):
+            parse_spec(bad)
+    registry = ModelRegistry([spec.spec, "superfluid/tiny-chatml"], cache_dir=tmp_path / "c")
+
+    async def load() -> tuple[bool, bool]:
+        try:
+            eyes = await registry.get("eyes")
+            plain = await registry.get("superfluid/tiny-chatml")
+            return eyes.info.accepts_images, plain.info.accepts_images
+        finally:
+            await registry.close()
+
+    assert asyncio.run(load()) == (True, False)
+
+
+def test_a_projector_for_another_model_fails_to_load(
+    tmp_path: Path, sf_models: dict[str, Path]
+) -> None:
+    from jupyter_superfluid.engine.testmmproj import build_mmproj
+
+    projector = build_mmproj(tmp_path / "p.gguf", text_n_embd=32, kind="vision")  # model: 64
+    with pytest.raises(ModelLoadError, match="projector"):
+        LlamaEngine.load("m", sf_models["superfluid/tiny-chatml"], mmproj=projector)
