@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
+from .chat.types import ChatMessage
 from .items import to_messages
 from .prompting import Continuation
 from .sessions import ResponseRecord, Store
@@ -17,9 +19,16 @@ async def load_continuation(
     if prev is None:
         return None
     chain = await asyncio.to_thread(store.response_chain, response_id, owner)
-    messages: tuple = ()
+    messages: tuple[ChatMessage, ...] = ()
     for record in chain:
         messages += to_messages(list(record.input_items)) + to_messages(list(record.output_items))
+    # Stored media are this request's through previous_response_id (for error messages).
+    messages = tuple(
+        replace(m, media=tuple(replace(x, param="previous_response_id") for x in m.media))
+        if m.media
+        else m
+        for m in messages
+    )
     info = await asyncio.to_thread(store.get_session, prev.session_id)
     meta = dict(info.meta) if info is not None else {}
     cont = Continuation(

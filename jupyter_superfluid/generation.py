@@ -10,11 +10,13 @@ one transaction — before the protocol shows the client the final result.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import media_input
 from .chat.codec import ChatCodec
 from .chat.parsers import parser_for
 from .chat.sampling import grammar_for, sampling_for
@@ -100,7 +102,11 @@ class ChatService:
         kwargs = codec.template_kwargs_for_effort(request.reasoning_effort)
         tools = request.tools if request.tool_choice.mode != "none" else ()
         head = head_key(request.instructions, tools, kwargs)
-        builder = PromptBuilder(codec, model.engine.tokenize)
+        prior = continuation.messages if continuation is not None else ()
+        media_input.check_kinds(media_input.gather(prior + request.messages), model.engine.info)
+        builder = PromptBuilder(
+            codec, model.engine.tokenize, functools.partial(media_input.tokenize, model.engine)
+        )
         lead = (ChatMessage("system", request.instructions),) if request.instructions else ()
         # Rendering and tokenizing a long conversation is real work: off the event loop.
         prompt, forked, suffix = await asyncio.to_thread(
@@ -138,7 +144,9 @@ class ChatService:
             head,
             forked,
             opens,
-            GenerateRequest(tuple(prompt.tokens), sampling, cache_suffix=tuple(suffix)),
+            GenerateRequest(
+                tuple(prompt.tokens), sampling, cache_suffix=tuple(suffix), media=prompt.media
+            ),
         )
 
     def _build_prompt(
@@ -154,13 +162,16 @@ class ChatService:
     ) -> tuple[Prompt, bool, list[int]]:
         """The prompt, whether it forks the stored session, and the closing to cache."""
         prompt: Prompt | None = None
+        prior = cont.messages if cont is not None else ()
+        if media_input.gather(prior + new):
+            prompt = builder.with_media(lead, prior + new, tools, kwargs)
+            return prompt, False, builder.expected_closing(prompt, tools, kwargs)
         if cont is not None and self._can_fork(cont, builder, head, model_id):
             assert cont.session_id is not None
             stored = self.store.session_tokens(cont.session_id, cont.end)
             prompt = builder.fork(cont, stored, lead, new, tools, kwargs)
         forked = prompt is not None
         if prompt is None:
-            prior = cont.messages if cont is not None else ()
             prompt = builder.fresh(lead, prior + new, tools, kwargs)
         return prompt, forked, builder.expected_closing(prompt, tools, kwargs)
 

@@ -9,10 +9,12 @@ accepted back unchanged (extra fields such as ``id`` and ``status`` are ignored)
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
-from .chat.types import ChatMessage, OutputFormat, ToolCall, ToolChoice, ToolSpec
+from .chat.types import ChatMessage, MediaInput, OutputFormat, ToolCall, ToolChoice, ToolSpec
 from .errors import APIError, InvalidRequest, UnsupportedParameter
+from .media_input import MEDIA_MARKER, audio_part, image_url_part
 
 ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
 BUILTIN_TOOLS = {
@@ -49,7 +51,7 @@ def normalize_input(raw: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(raw)
 
 
-def part_text(part: Any, param: str, *, accepts_images: bool = False) -> str:
+def part_text(part: Any, param: str) -> str:
     """The text of one content part, or a 400 saying why it cannot be used."""
     kind = part.get("type") if isinstance(part, dict) else None
     if kind in ("input_text", "output_text", "text", "summary_text", "reasoning_text"):
@@ -59,35 +61,49 @@ def part_text(part: Any, param: str, *, accepts_images: bool = False) -> str:
         return text
     if kind == "refusal":
         return str(part.get("refusal") or "")
-    if kind == "input_image":
-        if part.get("file_id"):
-            raise UnsupportedParameter("input_image by file_id is not supported", param=param)
-        url = str(part.get("image_url") or "")
-        if not url.startswith("data:"):
-            raise InvalidRequest(
-                "input_image needs a data: URL; remote URLs are refused",
-                param=f"{param}.image_url",
-                code="unsupported_input",
-            )
+    if kind in ("input_image", "input_audio"):
+        part_media(part, param)  # the part's own errors first
         raise InvalidRequest(
-            "this model does not accept images", param=param, code="unsupported_input"
-        )
-    if kind == "input_audio":
-        raise InvalidRequest(
-            "this model does not accept audio", param=param, code="unsupported_input"
+            f"{param}: images and audio are accepted in message content only",
+            param=param,
+            code="unsupported_input",
         )
     if kind == "input_file":
         raise UnsupportedParameter("input_file parts are not supported", param=param)
     raise InvalidRequest(f"{param}: unknown content part type {kind!r}", param=f"{param}.type")
 
 
+def part_media(part: dict[str, Any], param: str) -> MediaInput:
+    """An ``input_image`` (data: URL) or ``input_audio`` part as a neutral medium."""
+    if part.get("type") == "input_audio":
+        return audio_part(part, param)
+    if part.get("file_id"):
+        raise UnsupportedParameter("input_image by file_id is not supported", param=param)
+    return image_url_part(part.get("image_url"), param, f"{param}.image_url")
+
+
 def content_text(content: Any, param: str) -> str:
-    """A message's content: a string or a list of parts."""
+    """A text-only content: a string or a list of text parts."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
         raise InvalidRequest(f"{param} must be a string or an array of parts", param=param)
     return "".join(part_text(p, f"{param}[{j}]") for j, p in enumerate(content))
+
+
+def message_content(content: Any, param: str) -> tuple[str, tuple[MediaInput, ...]]:
+    """A message's content and media: text parts joined, each medium as MEDIA_MARKER."""
+    if not isinstance(content, list):
+        return content_text(content, param), ()
+    texts: list[str] = []
+    media: list[MediaInput] = []
+    for j, part in enumerate(content):
+        if isinstance(part, dict) and part.get("type") in ("input_image", "input_audio"):
+            media.append(part_media(part, f"{param}[{j}]"))
+            texts.append(MEDIA_MARKER)
+        else:
+            texts.append(part_text(part, f"{param}[{j}]"))
+    return "".join(texts), tuple(media)
 
 
 class _Turns:
@@ -99,19 +115,14 @@ class _Turns:
 
     def add(self, message: ChatMessage) -> None:
         if message.role == "assistant" and self.reasoning is not None:
-            message = ChatMessage("assistant", message.content, reasoning=self.reasoning)
+            message = replace(message, reasoning=self.reasoning)
             self.reasoning = None
         self.messages.append(message)
 
     def add_call(self, call: ToolCall) -> None:
         last = self.messages[-1] if self.messages else None
         if last is not None and last.role == "assistant" and self.reasoning is None:
-            self.messages[-1] = ChatMessage(
-                "assistant",
-                last.content,
-                reasoning=last.reasoning,
-                tool_calls=(*last.tool_calls, call),
-            )
+            self.messages[-1] = replace(last, tool_calls=(*last.tool_calls, call))
         else:
             self.add(ChatMessage("assistant", "", tool_calls=(call,)))
 
@@ -130,7 +141,8 @@ def to_messages(items: list[dict[str, Any]], param: str = "input") -> tuple[Chat
                 raise InvalidRequest(
                     f"{at}.role must be user, system, developer or assistant", param=f"{at}.role"
                 )
-            turns.add(ChatMessage(role, content_text(item.get("content", ""), f"{at}.content")))  # type: ignore[arg-type]
+            text, media = message_content(item.get("content", ""), f"{at}.content")
+            turns.add(ChatMessage(role, text, media=media))  # type: ignore[arg-type]
         elif kind == "function_call":
             turns.add_call(_call(item, at))
         elif kind == "function_call_output":

@@ -17,6 +17,7 @@ from typing import Any
 
 from .chat.codec import ChatCodec
 from .chat.types import ChatMessage, ToolSpec
+from .media_input import describe, gather
 
 _PROBE = "\u2063superfluid-probe\u2063"
 
@@ -52,6 +53,7 @@ class Prompt:
     parent: tuple[str, int] | None  # (session id, events) forked from
     forkable: bool  # its turns render per message, so it can be forked later
     gen_prompt: list[int] = field(default_factory=list)  # logged with the output event
+    media: tuple[Any, ...] = ()  # the engine's media pieces; ``tokens`` holds placeholders
 
 
 def head_key(instructions: str | None, tools: tuple[ToolSpec, ...], kwargs: dict) -> str:
@@ -81,15 +83,19 @@ def message_item(message: ChatMessage) -> dict[str, Any]:
         ]
     if message.tool_call_id:
         item["tool_call_id"] = message.tool_call_id
+    if message.media:
+        item["media"] = describe(message.media)
     return item
 
 
 class PromptBuilder:
     """Renders a turn with one model's codec and tokenizer."""
 
-    def __init__(self, codec: ChatCodec, tokenize: Any) -> None:
+    def __init__(self, codec: ChatCodec, tokenize: Any, tokenize_media: Any = None) -> None:
         self.codec = codec
         self.tokenize = tokenize
+        # (text, media) → (placeholder token ids, media pieces); blocking
+        self.tokenize_media = tokenize_media
 
     def render(
         self,
@@ -139,6 +145,24 @@ class PromptBuilder:
             text, tokens + gen_prompt, events, messages, None, forkable=True, gen_prompt=gen_prompt
         )
 
+    def with_media(
+        self,
+        head: tuple[ChatMessage, ...],
+        rest: tuple[ChatMessage, ...],
+        tools: tuple[ToolSpec, ...],
+        kwargs: dict,
+    ) -> Prompt:
+        """Render a conversation holding images or audio and tokenize it with its media.
+
+        Always rebuilt, never forked: placeholder ids cannot be evaluated without
+        their media (the engine's prefix cache still serves what matches).
+        """
+        messages = head + rest
+        text = self.render(messages, tools, kwargs, generation=True)
+        tokens, media = self.tokenize_media(text, gather(messages))
+        event = PromptEvent("head", {"messages": [message_item(m) for m in messages]}, list(tokens))
+        return Prompt(text, list(tokens), [event], messages, None, forkable=False, media=media)
+
     def fork(
         self,
         cont: Continuation,
@@ -186,7 +210,8 @@ class PromptBuilder:
         """What the template puts after a reply's end-of-turn token (found by rendering a
         probe reply), so the engine caches it with the reply before anyone continues."""
         eos = self.codec.eos_token
-        if not prompt.forkable or not eos:
+        per_message = prompt.forkable or bool(prompt.media and self.codec.renders_per_message)
+        if not per_message or not eos:
             return []
         probe = ChatMessage("assistant", _PROBE)
         full = self.render((*prompt.messages, probe), tools, kwargs, generation=False)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
+MediaKind = Literal["image", "audio"]
 ItemKind = Literal["reasoning", "message", "function_call"]
 FinalStatus = Literal["completed", "incomplete", "failed", "cancelled"]
 
@@ -31,14 +32,27 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class MediaInput:
+    """An image or audio clip of a message: its decoded bytes and the request path it came from."""
+
+    kind: MediaKind
+    data: bytes = field(repr=False)
+    param: str  # e.g. ``input[0].content[1]``, for error messages
+
+
+@dataclass(frozen=True)
 class ChatMessage:
-    """One chat turn; tool results use role ``tool`` with ``tool_call_id``."""
+    """One chat turn; tool results use role ``tool`` with ``tool_call_id``.
+
+    ``content`` holds one ``engine.base.MEDIA_MARKER`` where each of ``media`` goes.
+    """
 
     role: Role
     content: str = ""
     reasoning: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
+    media: tuple[MediaInput, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ _TRANSLATED: dict[str, tuple[str, int | None]] = {
     "unsupported_parameter": ("invalid_request", None),
     "unsupported_tool": ("invalid_request", None),
     "unsupported_input": ("unsupported_capability", None),
+    "invalid_image": ("invalid_request", None),
+    "invalid_audio": ("invalid_request", None),
 }
 
 

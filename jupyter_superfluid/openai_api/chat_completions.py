@@ -14,6 +14,7 @@ from ..chat.types import (
     ChatSampling,
     Finished,
     ItemStarted,
+    MediaInput,
     OutputFormat,
     PromptProcessed,
     TextDelta,
@@ -23,6 +24,7 @@ from ..chat.types import (
 )
 from ..errors import InvalidRequest
 from ..generation import ChatService, Turn, TurnResult
+from ..media_input import MEDIA_MARKER, audio_part, image_url_part
 from .protocol import ChatCompletionRequest, parse
 
 ROLES = {
@@ -34,28 +36,39 @@ ROLES = {
 }
 
 
-def content_text(content: Any, param: str) -> str:
-    """The text of a message's content: a string or a list of text parts."""
+def content_parts(content: Any, param: str) -> tuple[str, tuple[MediaInput, ...]]:
+    """A message's content: text parts joined, each image or audio part as MEDIA_MARKER."""
     if content is None:
-        return ""
+        return "", ()
     if isinstance(content, str):
-        return content
+        return content, ()
     if not isinstance(content, list):
         raise InvalidRequest(f"{param} must be a string or an array of parts", param=param)
-    texts = []
+    texts: list[str] = []
+    media: list[MediaInput] = []
     for j, part in enumerate(content):
+        at = f"{param}[{j}]"
         kind = part.get("type") if isinstance(part, dict) else None
         if kind in ("text", "input_text", "output_text") and isinstance(part.get("text"), str):
             texts.append(part["text"])
-        elif kind in ("image_url", "input_image", "input_audio", "file", "input_file"):
+            continue
+        if kind == "image_url":
+            image = part.get("image_url")
+            url = image.get("url") if isinstance(image, dict) else image
+            url_param = f"{at}.image_url.url" if isinstance(image, dict) else f"{at}.image_url"
+            media.append(image_url_part(url, at, url_param))
+        elif kind == "input_image":
+            media.append(image_url_part(part.get("image_url"), at, f"{at}.image_url"))
+        elif kind == "input_audio":
+            media.append(audio_part(part, at))
+        elif kind in ("file", "input_file"):
             raise InvalidRequest(
-                f"{param}[{j}]: this model accepts text only ({kind})",
-                param=f"{param}[{j}]",
-                code="unsupported_input",
+                f"{at}: file parts are not supported ({kind})", param=at, code="unsupported_input"
             )
         else:
-            raise InvalidRequest(f"{param}[{j}] is not a text part", param=f"{param}[{j}]")
-    return "".join(texts)
+            raise InvalidRequest(f"{at} is not a text part", param=at)
+        texts.append(MEDIA_MARKER)
+    return "".join(texts), tuple(media)
 
 
 def to_message(raw: dict[str, Any], i: int) -> ChatMessage:
@@ -65,7 +78,7 @@ def to_message(raw: dict[str, Any], i: int) -> ChatMessage:
         raise InvalidRequest(
             f"messages[{i}].role must be one of {sorted(ROLES)}", param=f"messages[{i}].role"
         )
-    text = content_text(raw.get("content"), f"messages[{i}].content")
+    text, media = content_parts(raw.get("content"), f"messages[{i}].content")
     calls = tuple(
         _tool_call(c, f"messages[{i}].tool_calls[{j}]")
         for j, c in enumerate(raw.get("tool_calls") or [])
@@ -82,6 +95,7 @@ def to_message(raw: dict[str, Any], i: int) -> ChatMessage:
         reasoning=reasoning if isinstance(reasoning, str) else None,
         tool_calls=calls,
         tool_call_id=tool_call_id,
+        media=media,
     )
 
 
