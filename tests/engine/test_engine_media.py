@@ -6,8 +6,8 @@ import asyncio
 from collections.abc import Callable
 
 import pytest
+from media_samples import png
 from sf_engine_helpers import Generation, agenerate
-from test_media import png
 
 from jupyter_superfluid.engine.base import (
     MEDIA_MARKER,
