@@ -24,7 +24,9 @@ def jp_server_config(sf_jupyter_config: dict[str, Any]) -> dict[str, Any]:
 
 def _content(*images: bytes) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = [{"type": "input_text", "text": "what is this"}]
-    parts += [{"type": "input_image", "image_url": data_url(image, "image/png")} for image in images]
+    parts += [
+        {"type": "input_image", "image_url": data_url(image, "image/png")} for image in images
+    ]
     return [{"role": "user", "content": parts}]
 
 

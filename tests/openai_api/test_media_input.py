@@ -56,10 +56,12 @@ def user(*parts: dict[str, Any], text: str = "what is this") -> list[dict[str, A
 
 def respond(client: openai.OpenAI, model: str, items: Any, **kw: Any) -> Any:
     """A short response, asserted to have run."""
+    kw.setdefault("extra_body", {"seed": 1})
     r = client.responses.create(model=model, input=items, max_output_tokens=4, **kw)
     assert r.status in ("completed", "incomplete")
     assert r.error is None and r.usage is not None
-    assert [o.type for o in r.output] == ["message"]
+    # A random-weight model may end its turn at once: then there is no message.
+    assert [o.type for o in r.output] in ([], ["message"])
     return r
 
 
