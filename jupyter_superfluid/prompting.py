@@ -121,10 +121,7 @@ class PromptBuilder:
         messages = head + rest
         text = self.render(messages, tools, kwargs, generation=True)
         if not self.codec.renders_per_message:
-            tokens = self.tokenize(text)
-            items = [message_item(m) for m in messages]
-            event = PromptEvent("head", {"messages": items}, tokens)
-            return Prompt(text, tokens, [event], messages, None, forkable=False)
+            return _unforkable(text, self.tokenize(text), messages)
         events: list[PromptEvent] = []
         done = ""
         for i in range(len(messages)):
@@ -135,9 +132,7 @@ class PromptBuilder:
             )
             done = upto
         if not text.startswith(done):
-            tokens = self.tokenize(text)
-            event = PromptEvent("head", {"messages": [message_item(m) for m in messages]}, tokens)
-            return Prompt(text, tokens, [event], messages, None, forkable=False)
+            return _unforkable(text, self.tokenize(text), messages)
         tokens = [t for e in events for t in e.tokens]
         gen_prompt = self.tokenize(text[len(done) :])
         # The generation prompt is logged as the start of the output event.
@@ -160,8 +155,7 @@ class PromptBuilder:
         messages = head + rest
         text = self.render(messages, tools, kwargs, generation=True)
         tokens, media = self.tokenize_media(text, gather(messages))
-        event = PromptEvent("head", {"messages": [message_item(m) for m in messages]}, list(tokens))
-        return Prompt(text, list(tokens), [event], messages, None, forkable=False, media=media)
+        return _unforkable(text, list(tokens), messages, media)
 
     def fork(
         self,
@@ -236,3 +230,11 @@ class PromptBuilder:
         if not full.startswith(spoken):
             return None
         return self.tokenize(full[len(spoken) :]) if len(full) > len(spoken) else []
+
+
+def _unforkable(
+    text: str, tokens: list[int], messages: tuple[ChatMessage, ...], media: tuple[Any, ...] = ()
+) -> Prompt:
+    """A prompt logged as one head event holding every message (it cannot be forked)."""
+    event = PromptEvent("head", {"messages": [message_item(m) for m in messages]}, tokens)
+    return Prompt(text, tokens, [event], messages, None, forkable=False, media=media)
