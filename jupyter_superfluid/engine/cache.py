@@ -76,7 +76,6 @@ class Placement:
     slot: Slot
     reused: int
     source: Slot | None  # the slot the prefix was copied from; None when in place
-    restored: bool = False  # the prefix came back from host memory
 
 
 def common_prefix(a: list[int] | tuple[int, ...], b: tuple[int, ...] | list[int]) -> int:
@@ -211,8 +210,7 @@ class PrefixCache:
             return None
         self.restores += 1
         target.tokens = list(tokens)
-        placement = self._claim(target, lcp, None)
-        return Placement(placement.slot, placement.reused, None, restored=True)
+        return self._claim(target, lcp, None)
 
     def resident_cells(self) -> int:
         """KV cells in use: every slot's tokens, shared prefixes counted once."""
