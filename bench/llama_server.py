@@ -14,10 +14,11 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import llama_cpp
+
+from jupyter_superfluid.engine.llama_sources import llama_cpp_tree
 
 from .config import CACHE_DIR
 
@@ -28,34 +29,13 @@ def _run(cmd: list[str], cwd: Path | None = None) -> None:
     subprocess.run(cmd, cwd=cwd, check=True)
 
 
-def _sdist(version: str, into: Path) -> Path:
-    """The unpacked llama-cpp-python source distribution of ``version``."""
-    into.mkdir(parents=True, exist_ok=True)
-    found = list(into.glob(f"llama_cpp_python-{version}.tar.gz"))
-    if not found:
-        _run(
-            [
-                *(sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps"),
-                *(f"llama-cpp-python=={version}", "-d", str(into)),
-            ]
-        )
-        found = list(into.glob(f"llama_cpp_python-{version}.tar.gz"))
-    if not found:
-        raise RuntimeError(f"pip did not download llama-cpp-python {version}'s sdist")
-    root = into / f"llama_cpp_python-{version}"
-    if not root.exists():
-        with tarfile.open(found[0]) as tar:
-            tar.extractall(into, filter="data")
-    return root
-
-
 def ensure_llama_server(version: str | None = None) -> Path:
     """The cached ``llama-server`` binary of llama-cpp-python ``version`` (default: installed)."""
     version = version or llama_cpp.__version__
     target = CACHE_DIR / f"llama-server-{version}" / "llama-server"
     if target.exists():
         return target
-    src = _sdist(version, CACHE_DIR / "sdist") / "vendor" / "llama.cpp"
+    src = llama_cpp_tree(version)
     build = CACHE_DIR / f"llama-server-{version}" / "build"
     _run(
         [

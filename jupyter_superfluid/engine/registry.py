@@ -277,7 +277,7 @@ class ModelRegistry:
             if self._loader is not None:
                 engine = self._loader(spec.id, path, **options)
             else:
-                from .llama import LlamaEngine  # llama_cpp loads only when a model does
+                from .local.llama import LlamaEngine  # llama_cpp loads only when a model does
 
                 engine = LlamaEngine.load(spec.id, path, **options)  # type: ignore[arg-type]
             if self._closed:  # closed while loading: do not leak the engine

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_superfluid.engine.llama import LlamaEngine
+from jupyter_superfluid.engine.local.llama import LlamaEngine
 from jupyter_superfluid.engine.testmodels import (
     BUILTIN_MODELS,
     ensure_builtin,

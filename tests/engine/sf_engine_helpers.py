@@ -13,7 +13,7 @@ from jupyter_superfluid.engine.base import (
     SamplingParams,
     TokenGenerated,
 )
-from jupyter_superfluid.engine.llama import LlamaEngine
+from jupyter_superfluid.engine.local.llama import LlamaEngine
 
 
 @dataclass

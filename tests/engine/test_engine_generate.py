@@ -22,7 +22,7 @@ from jupyter_superfluid.engine.base import (
     SamplingParams,
     TokenGenerated,
 )
-from jupyter_superfluid.engine.llama import LlamaEngine
+from jupyter_superfluid.engine.local.llama import LlamaEngine
 
 
 def test_is_an_engine(sf_engine: LlamaEngine) -> None:

@@ -16,8 +16,8 @@ from jupyter_superfluid.engine.base import (
     MediaError,
     SamplingParams,
 )
-from jupyter_superfluid.engine.llama import LlamaEngine
-from jupyter_superfluid.engine.media import MediaPiece
+from jupyter_superfluid.engine.local.llama import LlamaEngine
+from jupyter_superfluid.engine.local.media import MediaPiece
 from jupyter_superfluid.engine.testmmproj import IMAGE_TOKENS
 
 MakeEngine = Callable[..., LlamaEngine]

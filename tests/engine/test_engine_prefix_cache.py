@@ -10,7 +10,7 @@ import pytest
 from sf_engine_helpers import Generation, agenerate, chat_prompt, generate
 
 from jupyter_superfluid.engine.base import GenerateRequest, SamplingParams
-from jupyter_superfluid.engine.llama import LlamaEngine
+from jupyter_superfluid.engine.local.llama import LlamaEngine
 
 MakeEngine = Callable[..., LlamaEngine]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_superfluid.engine.base import ModelLoadError
-from jupyter_superfluid.engine.llama import LlamaEngine
+from jupyter_superfluid.engine.local.llama import LlamaEngine
 from jupyter_superfluid.engine.registry import (
     DEFAULT_MODELS,
     ModelNotFoundError,

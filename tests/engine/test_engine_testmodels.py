@@ -8,7 +8,7 @@ from pathlib import Path
 
 import gguf
 
-from jupyter_superfluid.engine.llama import LlamaEngine
+from jupyter_superfluid.engine.local.llama import LlamaEngine
 from jupyter_superfluid.engine.testmodels import BUILTIN_MODELS, build_model, ensure_builtin
 from jupyter_superfluid.engine.tiny_templates import CHATML, QWEN3, SPECIAL_TOKENS
 

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from media_samples import png, wav
 
-from jupyter_superfluid.engine import native
 from jupyter_superfluid.engine.base import ModelLoadError
-from jupyter_superfluid.engine.media import (
+from jupyter_superfluid.engine.local import native
+from jupyter_superfluid.engine.local.media import (
     MediaError,
     MediaPiece,
     MediaProjector,

@@ -36,7 +36,7 @@ from typing import Any
 
 import llama_cpp.llama_cpp as L
 
-from .base import (
+from ..base import (
     MEDIA_MARKER,
     ContextOverflowError,
     EngineError,

@@ -22,7 +22,7 @@ from typing import Any
 
 import llama_cpp.llama_cpp as L
 
-from .base import (
+from ..base import (
     EngineError,
     EngineEvent,
     FinishReason,

@@ -31,8 +31,8 @@ import llama_cpp.llama_cpp as L
 import llama_cpp.mtmd_cpp as M
 import numpy as np
 
+from ..base import MediaError, ModelLoadError
 from . import native
-from .base import MediaError, ModelLoadError
 
 MediaKind = Literal["image", "audio"]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import llama_cpp.llama_cpp as L
 
-from .base import EngineError, SamplingParams
+from ..base import EngineError, SamplingParams
 from .native import Vocab, log_errors_since, log_mark
 
 

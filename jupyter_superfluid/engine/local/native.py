@@ -18,7 +18,7 @@ from typing import Any
 
 import llama_cpp.llama_cpp as L
 
-from .base import ModelLoadError
+from ..base import ModelLoadError
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,7 @@
+"""The llama.cpp engine itself: what runs where the model is loaded.
+
+``llama`` (``LlamaEngine``: the Engine seam over llama-cpp-python's low-level API),
+``worker`` (the continuous-batching step loop), ``cache`` (the prefix cache and parked
+KV states), ``sampling`` (per-request sampler chains), ``media`` (mtmd projectors) and
+``native`` (thin ctypes helpers). Only this folder imports ``llama_cpp``.
+"""
