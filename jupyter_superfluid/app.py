@@ -10,7 +10,7 @@ from traitlets import Instance
 
 from .config import Superfluid
 from .services import Services, all_routes
-from .web import concrete_handlers
+from .web.base import concrete_handlers
 
 
 class SuperfluidApp(ExtensionApp):

@@ -23,7 +23,7 @@ from traitlets import Instance
 from . import __version__
 from .config import CLI_ALIASES, Superfluid
 from .services import Services, all_routes
-from .web import concrete_handlers
+from .web.base import concrete_handlers
 
 
 def is_loopback(host: str) -> bool:

@@ -12,17 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .auth import KeyRing
 from .config import Superfluid
 from .engine.registry import ModelRegistry
 from .errors import NotFound
-from .generation import ChatService
+from .generation.models import ModelHub
+from .generation.service import ChatService
 from .lmsp.service import Lmsp
-from .models import ModelHub
 from .openai_api.chat_completions import ChatCompletions
 from .openai_api.responses import Responses
-from .openapi import OpenAPIHandler, openapi_document
 from .sessions import Store
+from .web.auth import KeyRing
+from .web.openapi import OpenAPIHandler, openapi_document
 
 log = logging.getLogger("jupyter_superfluid")
 

@@ -86,7 +86,7 @@ async def test_superfluid_api_key_is_accepted_too(
     jp_fetch, jp_http_port, jp_base_url, jp_serverapp
 ):
     # The key is configured on the running app's services: keys are read per request.
-    from jupyter_superfluid.auth import KeyRing
+    from jupyter_superfluid.web.auth import KeyRing
 
     app = jp_serverapp.extension_manager.extension_apps["jupyter_superfluid"]
     services = next(iter(app)).services

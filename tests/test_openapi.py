@@ -5,8 +5,8 @@ from __future__ import annotations
 import httpx
 from openapi_spec_validator import validate
 
-from jupyter_superfluid.openapi import openapi_path
 from jupyter_superfluid.services import all_routes
+from jupyter_superfluid.web.openapi import openapi_path
 
 
 def test_openapi_document_is_valid_and_complete(standalone):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
-from .chat.types import ChatMessage
+from ..chat.types import ChatMessage
+from ..sessions import ResponseRecord, Store
 from .items import to_messages
 from .prompting import Continuation
-from .sessions import ResponseRecord, Store
 
 
 async def load_continuation(

@@ -12,9 +12,9 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from .chat.types import ChatMessage, MediaInput, OutputFormat, ToolCall, ToolChoice, ToolSpec
-from .errors import APIError, InvalidRequest, UnsupportedParameter
-from .media_input import MEDIA_MARKER, audio_part, image_url_part
+from ..chat.types import ChatMessage, MediaInput, OutputFormat, ToolCall, ToolChoice, ToolSpec
+from ..errors import APIError, InvalidRequest, UnsupportedParameter
+from .media import MEDIA_MARKER, audio_part, image_url_part
 
 ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
 BUILTIN_TOOLS = {

@@ -17,9 +17,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
-from .chat.types import ChatMessage, MediaInput, MediaKind
-from .engine.base import MEDIA_MARKER, Engine, MediaError, ModelInfo
-from .errors import InvalidRequest
+from ..chat.types import ChatMessage, MediaInput, MediaKind
+from ..engine.base import MEDIA_MARKER, Engine, MediaError, ModelInfo
+from ..errors import InvalidRequest
 
 __all__ = ["MEDIA_MARKER", "audio_part", "check_kinds", "gather", "image_url_part", "tokenize"]
 
@@ -116,7 +116,7 @@ def tokenize(
     ``text`` holds one ``MEDIA_MARKER`` per medium; engine errors become 400s
     naming the part at fault.
     """
-    from .engine.media import MediaPiece, sniff_media
+    from ..engine.local.media import MediaPiece, sniff_media
 
     if text.count(MEDIA_MARKER) != len(media):
         raise InvalidRequest(

@@ -12,10 +12,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .chat.codec import ChatCodec
-from .engine.base import Engine, EngineError, ModelLoadError
-from .engine.registry import ModelNotFoundError, ModelRegistry, ModelUnavailableError
-from .errors import APIError, ModelNotFound, ModelUnavailable
+from ..chat.codec import ChatCodec
+from ..engine.base import Engine, EngineError, ModelLoadError
+from ..engine.registry import ModelNotFoundError, ModelRegistry, ModelUnavailableError
+from ..errors import APIError, ModelNotFound, ModelUnavailable
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .chat.codec import ChatCodec
-from .chat.types import ChatMessage, ToolSpec
-from .media_input import describe, gather
+from ..chat.codec import ChatCodec
+from ..chat.types import ChatMessage, ToolSpec
+from .media import describe, gather
 
 _PROBE = "\u2063superfluid-probe\u2063"
 

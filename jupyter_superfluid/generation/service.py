@@ -16,12 +16,11 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import media_input
-from .chat.codec import ChatCodec
-from .chat.parsers import parser_for
-from .chat.sampling import grammar_for, sampling_for
-from .chat.stops import StopFilter
-from .chat.types import (
+from ..chat.codec import ChatCodec
+from ..chat.parsers import parser_for
+from ..chat.sampling import grammar_for, sampling_for
+from ..chat.stops import StopFilter
+from ..chat.types import (
     ChatEvent,
     ChatMessage,
     ChatRequest,
@@ -33,7 +32,7 @@ from .chat.types import (
     ToolSpec,
     Usage,
 )
-from .engine.base import (
+from ..engine.base import (
     ContextOverflowError,
     Engine,
     GenerateRequest,
@@ -41,10 +40,11 @@ from .engine.base import (
     PromptEvaluated,
     TokenGenerated,
 )
-from .errors import ContextLengthExceeded, GenerationFailed, InvalidRequest
+from ..errors import ContextLengthExceeded, GenerationFailed, InvalidRequest
+from ..sessions import Event, IdempotentResult, NewResponse, NewSession, Store, new_id
+from . import media as media_input
 from .models import ModelHub
 from .prompting import Continuation, Prompt, PromptBuilder, PromptEvent, head_key, message_item
-from .sessions import Event, IdempotentResult, NewResponse, NewSession, Store, new_id
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from typing import Any
 from .. import __version__
 from ..config import Superfluid
 from ..errors import NotFound
-from ..models import ModelHub
+from ..generation.models import ModelHub
 from . import capabilities
 from .protocol import EXTENSION, SUPPORTED_VERSIONS
 

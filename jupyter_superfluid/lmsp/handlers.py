@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ..errors import APIError, InvalidRequest, NotFound
-from ..generation import Turn
-from ..web import ClientGone, ProtocolHandler
+from ..generation.service import Turn
+from ..web.base import ClientGone, ProtocolHandler
 from .idempotency import KEY_HEADER, REPLAYED_HEADER, Claim, Replay
 from .problems import CONTENT_TYPE, problem
 from .protocol import VERSION, LmspCreateRequest, check_version

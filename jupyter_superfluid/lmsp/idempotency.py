@@ -19,9 +19,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..auth import Principal
 from ..errors import InvalidRequest
 from ..sessions import IdempotentResult, Store
+from ..web.auth import Principal
 from .problems import IdempotencyInProgress, IdempotencyKeyReused
 
 KEY_HEADER = "Idempotency-Key"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import APIError
-from ..web import HTTP_TITLES
+from ..web.base import HTTP_TITLES
 
 CONTENT_TYPE = "application/problem+json"
 

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import InvalidRequest, UnsupportedCapability
-from ..validation import parse
+from ..web.validation import parse
 from .problems import UnsupportedExtension, UnsupportedVersion
 
 VERSION = "1.0"

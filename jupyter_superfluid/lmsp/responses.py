@@ -15,7 +15,6 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..auth import Principal
 from ..chat.types import (
     ChatRequest,
     ChatSampling,
@@ -23,13 +22,14 @@ from ..chat.types import (
     OutputFormat,
     PromptProcessed,
 )
-from ..conversation import load_continuation
 from ..errors import GenerationFailed, InvalidRequest, NotFound
-from ..generation import ChatService, Turn, ensure_messages
-from ..items import preview, to_messages, to_tool_choice, to_tools, with_ids
-from ..models import ModelHub
-from ..prompting import Continuation
+from ..generation.continuation import load_continuation
+from ..generation.items import preview, to_messages, to_tool_choice, to_tools, with_ids
+from ..generation.models import ModelHub
+from ..generation.prompting import Continuation
+from ..generation.service import ChatService, Turn, ensure_messages
 from ..sessions import NewResponse, ResponseNotFound, ResponseRecord, SessionNotFound, Store, new_id
+from ..web.auth import Principal
 from . import capabilities
 from .events import LmspAssembler, Numbering, usage_object
 from .idempotency import Claim

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import Superfluid
-from ..generation import ChatService
-from ..models import ModelHub
+from ..generation.models import ModelHub
+from ..generation.service import ChatService
 from ..sessions import Store
 from .discovery import Discovery
 from .idempotency import Idempotency

@@ -18,7 +18,6 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from ..auth import Principal
 from ..errors import APIError
 from ..sessions import (
     RESTART_PROBLEM,
@@ -29,6 +28,7 @@ from ..sessions import (
     TaskRecord,
     new_id,
 )
+from ..web.auth import Principal
 from .events import FINAL_EVENTS
 from .problems import EventHistoryExpiredError, TaskNotFoundError, problem
 from .responses import LmspResponses, LmspTurn

@@ -23,8 +23,8 @@ from ..chat.types import (
     ToolSpec,
 )
 from ..errors import InvalidRequest
-from ..generation import ChatService, Turn, TurnResult
-from ..media_input import MEDIA_MARKER, audio_part, image_url_part
+from ..generation.media import MEDIA_MARKER, audio_part, image_url_part
+from ..generation.service import ChatService, Turn, TurnResult
 from .protocol import ChatCompletionRequest, parse
 
 ROLES = {

@@ -8,8 +8,8 @@ from typing import ClassVar
 
 from pydantic import BaseModel
 
-from ..generation import Turn
-from ..web import ClientGone, ProtocolHandler
+from ..generation.service import Turn
+from ..web.base import ClientGone, ProtocolHandler
 from .protocol import ChatCompletionRequest
 
 

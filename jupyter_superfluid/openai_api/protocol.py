@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..validation import field_path, parse
+from ..web.validation import field_path, parse
 
 __all__ = ["field_path", "parse"]  # re-exported: the OpenAI services import them here
 

@@ -13,12 +13,10 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
-from ..auth import Principal
 from ..chat.types import ChatRequest, ChatSampling, Finished, PromptProcessed
-from ..conversation import load_continuation
 from ..errors import InvalidRequest, NotFound, UnsupportedParameter
-from ..generation import ChatService, Turn
-from ..items import (
+from ..generation.continuation import load_continuation
+from ..generation.items import (
     normalize_input,
     preview,
     to_messages,
@@ -27,8 +25,9 @@ from ..items import (
     to_tools,
     with_ids,
 )
-from ..models import ModelHub
-from ..prompting import Continuation
+from ..generation.models import ModelHub
+from ..generation.prompting import Continuation
+from ..generation.service import ChatService, Turn
 from ..sessions import (
     NewResponse,
     ResponseNotFound,
@@ -37,6 +36,7 @@ from ..sessions import (
     Store,
     new_id,
 )
+from ..web.auth import Principal
 from .events import OutputAssembler, Sequencer
 from .protocol import ListQuery, ResponseCreateRequest, parse
 from .stored import openai_body

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from tornado import web
 from tornado.iostream import StreamClosedError
 
+from ..errors import APIError, Forbidden, InvalidRequest, Unauthorized
 from .auth import Principal
-from .errors import APIError, Forbidden, InvalidRequest, Unauthorized
 
 if TYPE_CHECKING:
-    from .services import Services
+    from ..services import Services
 
 HTTP_TITLES = {
     400: "Bad Request",

@@ -13,8 +13,8 @@ from typing import Any
 from pydantic import BaseModel
 from tornado.web import RequestHandler
 
-from . import __version__
-from .web import ProtocolHandler
+from .. import __version__
+from .base import ProtocolHandler
 
 METHODS = ("get", "post", "delete")
 ERROR = {"description": "An error, in the protocol's own shape (OpenAI error or RFC 9457)."}

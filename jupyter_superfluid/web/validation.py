@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from .errors import InvalidRequest
+from ..errors import InvalidRequest
 
 M = TypeVar("M", bound=BaseModel)
 
