@@ -104,3 +104,18 @@ class GenerationFailed(APIError):
     status = 500
     type = "server_error"
     code = "generation_failed"
+
+
+class EngineUnavailable(APIError):
+    """The engine cannot serve now, or went away mid-generation (503, e.g. ``engine_crashed``)."""
+
+    status = 503
+    type = "server_error"
+    code = "engine_unavailable"
+
+
+def generation_error(message: str | None, code: str | None = None) -> APIError:
+    """The error of a failed generation: 503 when the engine itself failed, else 500."""
+    if code is not None:
+        return EngineUnavailable(message or "the engine is unavailable", code=code)
+    return GenerationFailed(message or "generation failed")

@@ -176,6 +176,7 @@ class Finished:
     status: FinalStatus
     usage: Usage
     reason: str | None = None  # e.g. "max_output_tokens", or an error message
+    code: str | None = None  # failed: the engine's machine code (e.g. "engine_crashed")
 
 
 @dataclass(frozen=True)

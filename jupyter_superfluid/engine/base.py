@@ -31,6 +31,18 @@ class MediaError(EngineError):
 MEDIA_MARKER = "<__media__>"
 
 
+class EngineUnavailableError(EngineError):
+    """The engine cannot serve now: its process is restarting, or a remote engine is down.
+
+    ``code`` is the machine code the layers above answer with (``engine_unavailable``,
+    or ``engine_crashed`` for a generation its process took down).
+    """
+
+    def __init__(self, message: str, *, code: str = "engine_unavailable") -> None:
+        super().__init__(message)
+        self.code = code
+
+
 class ModelLoadError(EngineError):
     """A model file that cannot be loaded; the message names the file and the cause."""
 
@@ -94,6 +106,9 @@ class GenerationFinished:
     reason: FinishReason
     completion_tokens: int
     error: str | None = None
+    # With reason "error": a machine code when the engine itself failed (e.g.
+    # "engine_crashed", "engine_unavailable"); None for a failure of this one request.
+    code: str | None = None
 
 
 EngineEvent = PromptEvaluated | TokenGenerated | GenerationFinished

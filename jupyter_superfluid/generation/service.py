@@ -35,12 +35,13 @@ from ..chat.types import (
 from ..engine.base import (
     ContextOverflowError,
     Engine,
+    EngineUnavailableError,
     GenerateRequest,
     GenerationFinished,
     PromptEvaluated,
     TokenGenerated,
 )
-from ..errors import ContextLengthExceeded, GenerationFailed, InvalidRequest
+from ..errors import ContextLengthExceeded, EngineUnavailable, InvalidRequest, generation_error
 from ..sessions import Event, IdempotentResult, NewResponse, NewSession, Store, new_id
 from . import media as media_input
 from .models import ModelHub
@@ -60,6 +61,7 @@ class TurnResult:
     generated: list[int] = field(default_factory=list)
     generated_text: str = ""
     reasoning_tokens: int = 0
+    code: str | None = None  # failed: the engine's machine code, if the engine failed
 
 
 @dataclass
@@ -197,7 +199,10 @@ class ChatService:
         result = turn.result
         prompt_tokens = cached = 0
         reason = "stop"
-        stream = turn.engine.generate(turn.generate)
+        try:
+            stream = turn.engine.generate(turn.generate)
+        except EngineUnavailableError as err:
+            raise EngineUnavailable(str(err), code=err.code) from err
         try:
             async for event in stream:
                 if isinstance(event, PromptEvaluated):
@@ -218,7 +223,7 @@ class ChatService:
                 elif isinstance(event, GenerationFinished):
                     reason = event.reason
                     if event.reason == "error":
-                        result.reason = event.error
+                        result.reason, result.code = event.error, event.code
         except ContextOverflowError as err:
             raise ContextLengthExceeded(str(err), param="input") from err
         finally:
@@ -248,14 +253,14 @@ class ChatService:
             output_tokens=len(result.generated),
             reasoning_tokens=result.reasoning_tokens,
         )
-        return Finished(result.status, result.usage, result.reason)  # type: ignore[arg-type]
+        return Finished(result.status, result.usage, result.reason, result.code)  # type: ignore[arg-type]
 
     async def collect(self, turn: Turn) -> TurnResult:
         """Run to the end, for non-streaming callers."""
         async for _ in self.run(turn):
             pass
         if turn.result.status == "failed":
-            raise GenerationFailed(turn.result.reason or "generation failed")
+            raise generation_error(turn.result.reason, turn.result.code)
         return turn.result
 
     async def commit(

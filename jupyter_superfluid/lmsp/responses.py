@@ -22,7 +22,7 @@ from ..chat.types import (
     OutputFormat,
     PromptProcessed,
 )
-from ..errors import GenerationFailed, InvalidRequest, NotFound
+from ..errors import InvalidRequest, NotFound, generation_error
 from ..generation.continuation import load_continuation
 from ..generation.items import preview, to_messages, to_tool_choice, to_tools, with_ids
 from ..generation.models import ModelHub
@@ -143,7 +143,7 @@ class LmspResponses:
             pass
         assert lt.body is not None
         if lt.body["status"] == "failed":
-            raise GenerationFailed(lt.turn.result.reason or "generation failed")
+            raise generation_error(lt.turn.result.reason, lt.turn.result.code)
         return lt.body
 
     async def _finish(

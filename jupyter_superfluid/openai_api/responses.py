@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..chat.types import ChatRequest, ChatSampling, Finished, PromptProcessed
-from ..errors import InvalidRequest, NotFound, UnsupportedParameter
+from ..errors import InvalidRequest, NotFound, UnsupportedParameter, generation_error
 from ..generation.continuation import load_continuation
 from ..generation.items import (
     normalize_input,
@@ -210,9 +210,7 @@ class Responses:
             assembler.on(event)
         body = self.final_body(rt, assembler)
         if body["status"] == "failed":
-            from ..errors import GenerationFailed
-
-            raise GenerationFailed(rt.turn.result.reason or "generation failed")
+            raise generation_error(rt.turn.result.reason, rt.turn.result.code)
         await self._commit(rt, body)
         return body
 
