@@ -9,7 +9,8 @@ A model spec is one of:
   generated deterministically into ``cache_dir`` on first use,
 
 each optionally prefixed ``ID=`` to choose the id. Engines load on first request,
-in a worker thread, one load at a time per model. When the hub is unreachable
+one load at a time per model, through a *launcher* (``launch.py``): in a thread of
+this process, or in an engine process of their own. When the hub is unreachable
 (or ``HF_HUB_OFFLINE=1``) and nothing is cached, the answer is a quick
 ``ModelUnavailableError`` that names the offline choice, never a long hang:
 a short TCP probe runs before huggingface_hub's own retrying requests.
@@ -22,14 +23,14 @@ import dataclasses
 import logging
 import os
 import socket
-import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlparse
 
 from .base import Engine, EngineError
+from .launch import Launcher, launch, launch_in_thread
 from .testmodels import BUILTIN_MODELS, ensure_builtin, ensure_builtin_projector
 
 log = logging.getLogger(__name__)
@@ -178,9 +179,6 @@ def fetch_hf(spec: ModelSpec) -> Path:
     return Path(path)
 
 
-EngineLoader = Callable[..., Engine]
-
-
 class ModelRegistry:
     """Offered models by id; engines load lazily on first ``get``."""
 
@@ -189,7 +187,7 @@ class ModelRegistry:
         specs: Iterable[str] | None = None,
         *,
         cache_dir: str | os.PathLike[str] | None = None,
-        loader: EngineLoader | None = None,
+        launcher: Launcher | None = None,
         **load_options: object,
     ) -> None:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
@@ -201,11 +199,10 @@ class ModelRegistry:
                 raise ValueError(f"model id {spec.id!r} given twice")
             self._specs[spec.id] = spec
             self._aliases.setdefault(spec.spec.strip(), spec.id)
-        self._loader = loader
+        self._launcher: Launcher = launcher or launch_in_thread
         self._load_options = load_options
         self._engines: dict[str, Engine] = {}
-        self._locks: dict[str, threading.Lock] = {}
-        self._guard = threading.Lock()
+        self._locks: dict[str, asyncio.Lock] = {}
         self._closed = False
 
     def ids(self) -> list[str]:
@@ -245,46 +242,43 @@ class ModelRegistry:
         return Path(spec.mmproj).expanduser()
 
     async def get(self, model_id: str) -> Engine:
-        """The loaded engine of ``model_id``, loading it first (in a thread) if needed."""
+        """The loaded engine of ``model_id``, launching it first if needed."""
         spec = self.spec(model_id)
         engine = self._engines.get(spec.id)
-        if engine is None:
-            engine = await asyncio.to_thread(self._load_once, spec)
+        if engine is not None:
+            return engine
+        async with self._locks.setdefault(spec.id, asyncio.Lock()):
+            engine = self._engines.get(spec.id)
+            if engine is None:
+                engine = await self._load(spec)
+                self._engines[spec.id] = engine
         return engine
 
-    def _load_once(self, spec: ModelSpec) -> Engine:
-        """Load ``spec`` unless another caller did; one load at a time per model."""
-        # A thread lock, not an asyncio one: it works whatever loop (or thread)
-        # the callers come from, and the waiting happens off the event loop.
-        with self._guard:
-            lock = self._locks.setdefault(spec.id, threading.Lock())
-        with lock:
-            engine = self._engines.get(spec.id)
-            if engine is not None:
-                return engine
-            if self._closed:
-                raise EngineError("the model registry is closed")
-            path = self.resolve(spec.id)
-            log.info("loading model %s from %s", spec.id, path)
-            options = dict(self._load_options)
-            mmproj = self.resolve_projector(spec.id)
-            if mmproj is not None:
-                options["mmproj"] = mmproj
-            if spec.kind == "builtin" and options.get("threads") is None:
-                # The tiny models decode fastest on one thread, and then they
-                # never spin against other busy threads on a small machine.
-                options["threads"] = 1
-            if self._loader is not None:
-                engine = self._loader(spec.id, path, **options)
-            else:
-                from .local.llama import LlamaEngine  # llama_cpp loads only when a model does
+    def load_options(self, model_id: str) -> dict[str, object]:
+        """The options ``model_id`` launches with (files resolved: blocking)."""
+        spec = self.spec(model_id)
+        options = dict(self._load_options)
+        mmproj = self.resolve_projector(spec.id)
+        if mmproj is not None:
+            options["mmproj"] = mmproj
+        if spec.kind == "builtin" and options.get("threads") is None:
+            # The tiny models decode fastest on one thread, and then they
+            # never spin against other busy threads on a small machine.
+            options["threads"] = 1
+        return options
 
-                engine = LlamaEngine.load(spec.id, path, **options)  # type: ignore[arg-type]
-            if self._closed:  # closed while loading: do not leak the engine
-                asyncio.run(engine.close())
-                raise EngineError("the model registry is closed")
-            self._engines[spec.id] = engine
-            return engine
+    async def _load(self, spec: ModelSpec) -> Engine:
+        """Resolve ``spec``'s files (in a thread) and launch its engine."""
+        if self._closed:
+            raise EngineError("the model registry is closed")
+        path = await asyncio.to_thread(self.resolve, spec.id)
+        options = await asyncio.to_thread(self.load_options, spec.id)
+        log.info("loading model %s from %s", spec.id, path)
+        engine = await launch(self._launcher, spec.id, path, **options)
+        if self._closed:  # closed while loading: do not leak the engine
+            await engine.close()
+            raise EngineError("the model registry is closed")
+        return engine
 
     async def close(self) -> None:
         """Close every loaded engine."""

@@ -167,3 +167,31 @@ def test_a_projector_for_another_model_fails_to_load(
     projector = build_mmproj(tmp_path / "p.gguf", text_n_embd=32, kind="vision")  # model: 64
     with pytest.raises(ModelLoadError, match="projector"):
         LlamaEngine.load("m", sf_models["superfluid/tiny-chatml"], mmproj=projector)
+
+
+def test_an_async_launcher_is_awaited_with_the_resolved_options(tmp_path: Path) -> None:
+    calls: list[tuple[str, Path, dict]] = []
+
+    async def launcher(model_id: str, path: Path, **options: object) -> LlamaEngine:
+        calls.append((model_id, path, options))
+        return await asyncio.to_thread(LlamaEngine.load, model_id, path, **options)  # type: ignore[arg-type]
+
+    registry = ModelRegistry(
+        ["superfluid/tiny-vision"], cache_dir=tmp_path, launcher=launcher, context_size=256
+    )
+
+    async def scenario() -> list:
+        engines = await asyncio.gather(*(registry.get("superfluid/tiny-vision") for _ in range(2)))
+        await registry.close()
+        return engines
+
+    first, second = asyncio.run(scenario())
+    assert first is second and len(calls) == 1  # one launch for concurrent callers
+    model_id, path, options = calls[0]
+    assert (model_id, path) == ("superfluid/tiny-vision", registry.resolve(model_id))
+    assert options == {
+        "context_size": 256,
+        "threads": 1,
+        "mmproj": registry.resolve_projector(model_id),
+    }
+    assert first.info.accepts_images
