@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from ._version import __version__
+
+__all__ = ["__version__", "async_client", "client", "load_ipython_extension"]
 
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:

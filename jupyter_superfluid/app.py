@@ -1,4 +1,4 @@
-"""The Jupyter server extension: the same services and routes inside Jupyter's Tornado app."""
+"""The Jupyter server extension: the same parts and routes inside Jupyter's Tornado app."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Instance
 
+from .composition import Composition
 from .config import Superfluid
-from .services import Services, all_routes
 from .web.base import concrete_handlers
 
 
@@ -22,25 +22,27 @@ class SuperfluidApp(ExtensionApp):
     classes = [Superfluid]
 
     superfluid = Instance(Superfluid, allow_none=True)
-    services: Services | None = None
+    composition: Composition | None = None
 
     def initialize_settings(self) -> None:
-        """Build the services from the server's config (``c.Superfluid.*``)."""
+        """Build the parts from the server's config (``c.Superfluid.*``)."""
         self.superfluid = Superfluid(parent=self.serverapp, log=self.log)
-        self.services = Services.create(self.superfluid)
-        self.log.info("superfluid: serving %s", self.services.describe())
+        self.composition = Composition.build(self.superfluid)
+        self.log.info("superfluid: serving %s", self.composition.describe())
 
     def initialize_handlers(self) -> None:
         """Register every route; ExtensionApp prefixes them with the base URL."""
-        assert self.services is not None
-        self.handlers.extend(concrete_handlers(all_routes(), self.services, jupyter=True))
+        parts = self.composition
+        assert parts is not None
+        self.handlers.extend(concrete_handlers(parts.routes(), parts.access, jupyter=True))
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         """Begin loading the first model once the server runs, if asked to."""
-        if self.services is not None and self.superfluid is not None and self.superfluid.preload:
-            self._preload = asyncio.ensure_future(self.services.preload())
+        parts = self.composition
+        if parts is not None and self.superfluid is not None and self.superfluid.preload:
+            self._preload = asyncio.ensure_future(parts.preload())
 
     async def stop_extension(self) -> None:
         """Stop the engines and close the store with the server."""
-        if self.services is not None:
-            await self.services.close()
+        if self.composition is not None:
+            await self.composition.close()

@@ -1,4 +1,4 @@
-"""The standalone server: the same services and handlers on a plain Tornado server.
+"""The standalone server: the same parts and handlers on a plain Tornado server.
 
 ``jupyter superfluid serve --model superfluid/tiny-qwen3`` (or
 ``python -m jupyter_superfluid serve``) serves ``/v1/...`` and ``/lmsp/v1/...``
@@ -20,9 +20,9 @@ from tornado import web
 from tornado.httpserver import HTTPServer
 from traitlets import Instance
 
-from . import __version__
+from ._version import __version__
+from .composition import Composition
 from .config import CLI_ALIASES, Superfluid
-from .services import Services, all_routes
 from .web.base import concrete_handlers
 
 
@@ -36,9 +36,9 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def make_app(services: Services) -> web.Application:
+def make_app(parts: Composition) -> web.Application:
     """The Tornado application serving every route at the root."""
-    return web.Application(concrete_handlers(all_routes(), services, jupyter=False))
+    return web.Application(concrete_handlers(parts.routes(), parts.access, jupyter=False))
 
 
 class ServeApp(JupyterApp):
@@ -68,18 +68,18 @@ class ServeApp(JupyterApp):
         """Listen, log where, and shut down cleanly on a signal."""
         settings = self.settings
         assert settings is not None
-        services = Services.create(settings)
-        if not services.keys.enabled and not is_loopback(settings.host):
+        parts = Composition.build(settings)
+        if not parts.access.keys.enabled and not is_loopback(settings.host):
             self.log.critical(
                 "superfluid: refusing to listen on %s with no API key: "
                 "pass --api-key or --key-policy, or use --host 127.0.0.1",
                 settings.host,
             )
-            await services.close()
+            await parts.close()
             self.exit(2)
         # Tornado answers a bare 400 past max_body_size; leave room for our 413 below it.
         server = HTTPServer(
-            make_app(services),
+            make_app(parts),
             max_body_size=max(4 * settings.max_request_bytes, 64 << 20),
             idle_connection_timeout=3600,
         )
@@ -92,25 +92,25 @@ class ServeApp(JupyterApp):
                 settings.port,
                 err,
             )
-            await services.close()
+            await parts.close()
             self.exit(1)
         self.log.info(
             "superfluid: listening on http://%s:%s/v1 (LMSP at /lmsp/v1)",
             settings.host,
             settings.port,
         )
-        self.log.info("superfluid: serving %s", services.describe())
+        self.log.info("superfluid: serving %s", parts.describe())
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        preload = asyncio.ensure_future(services.preload()) if settings.preload else None
+        preload = asyncio.ensure_future(parts.preload()) if settings.preload else None
         await stop.wait()
         self.log.info("superfluid: shutting down")
         server.stop()
         if preload is not None:
             preload.cancel()
-        await services.close()
+        await parts.close()
 
 
 class SuperfluidCLI(JupyterApp):

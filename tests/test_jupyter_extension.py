@@ -85,12 +85,11 @@ async def test_openai_sdk_with_the_jupyter_token(jp_fetch, jp_http_port, jp_base
 async def test_superfluid_api_key_is_accepted_too(
     jp_fetch, jp_http_port, jp_base_url, jp_serverapp
 ):
-    # The key is configured on the running app's services: keys are read per request.
+    # The key is configured on the running app's access: keys are read per request.
     from jupyter_superfluid.web.auth import KeyRing
 
     app = jp_serverapp.extension_manager.extension_apps["jupyter_superfluid"]
-    services = next(iter(app)).services
-    services.keys = KeyRing(["sk-superfluid-test"])
+    next(iter(app)).composition.access.keys = KeyRing(["sk-superfluid-test"])
     client = sdk(jp_http_port, jp_base_url, "sk-superfluid-test")
     out = await client.chat.completions.create(
         model="superfluid/tiny-chatml", messages=[{"role": "user", "content": "k"}], max_tokens=3

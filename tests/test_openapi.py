@@ -2,17 +2,31 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 from openapi_spec_validator import validate
 
-from jupyter_superfluid.services import all_routes
+from jupyter_superfluid.composition import Composition
+from jupyter_superfluid.config import Superfluid
 from jupyter_superfluid.web.openapi import openapi_path
 
 
-def test_openapi_document_is_valid_and_complete(standalone):
+def served_paths(tmp_path) -> set[str | None]:
+    """The OpenAPI paths of every route a composition serves."""
+    parts = Composition.build(
+        Superfluid(sessions_dir=str(tmp_path), models=["superfluid/tiny-chatml"])
+    )
+    try:
+        return {openapi_path(pattern) for pattern, _, _ in parts.routes()} - {None}
+    finally:
+        asyncio.run(parts.close())
+
+
+def test_openapi_document_is_valid_and_complete(standalone, tmp_path):
     doc = httpx.get(standalone.base_url + "/openapi.json", timeout=30).json()
     validate(doc)
-    served = {openapi_path(p) for p, _ in all_routes()} - {None}
+    served = served_paths(tmp_path)
     assert served == set(doc["paths"])
     assert {"/v1/responses", "/v1/chat/completions", "/lmsp/v1/tasks/{task_id}/events"} <= served
     create = doc["paths"]["/v1/responses"]["post"]

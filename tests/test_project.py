@@ -1,14 +1,20 @@
-"""Project-wide checks: the README config table matches the traits, import layers hold."""
+"""Project-wide checks: the README config table, import layers, ruff, ruff format and mypy."""
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from jupyter_superfluid.config import CLI_ALIASES, Superfluid
 from jupyter_superfluid.docs import END, START, config_table
 
-README = Path(__file__).parents[1] / "README.md"
+ROOT = Path(__file__).parents[1]
+README = ROOT / "README.md"
+SOURCES = ["jupyter_superfluid", "tests", "bench"]
 
 
 def test_readme_config_table_matches_the_traits():
@@ -32,11 +38,24 @@ def test_readme_test_command_is_what_ci_runs():
     assert command.split(" && ")[0] in ci and "pip install" in ci and "pytest" in ci
 
 
-def test_import_contracts_hold():
-    """DESIGN's layering, checked by import-linter (contracts in pyproject.toml)."""
-    import subprocess
-    import sys
+def _tool(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run a tool of this environment from the repository root."""
+    exe = Path(sys.executable).with_name(name)
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, cwd=ROOT)
 
-    lint = Path(sys.executable).with_name("lint-imports")
-    out = subprocess.run([str(lint)], capture_output=True, text=True, cwd=Path(__file__).parents[1])
+
+def test_import_contracts_hold():
+    """DESIGN's layering and no import cycles, checked by import-linter (pyproject.toml)."""
+    out = _tool("lint-imports")
     assert out.returncode == 0, out.stdout[-3000:]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("ruff", "check", *SOURCES), ("ruff", "format", "--check", *SOURCES), ("mypy",)],
+    ids=["ruff-check", "ruff-format", "mypy"],
+)
+def test_code_is_lint_format_and_type_clean(command):
+    """ruff, ruff format and mypy (settings in pyproject.toml) are clean."""
+    out = _tool(*command)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]

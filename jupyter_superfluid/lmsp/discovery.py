@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import __version__
+from .._version import __version__
 from ..config import Superfluid
 from ..errors import NotFound
 from ..generation.models import ModelHub

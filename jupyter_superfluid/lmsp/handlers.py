@@ -16,11 +16,14 @@ from typing import Any
 
 from ..errors import APIError, InvalidRequest, NotFound
 from ..generation.service import Turn
-from ..web.base import ClientGone, ProtocolHandler
-from .idempotency import KEY_HEADER, REPLAYED_HEADER, Claim, Replay
+from ..web.base import Access, ClientGone, ProtocolHandler, Route
+from .discovery import Discovery
+from .idempotency import KEY_HEADER, REPLAYED_HEADER, Claim, Idempotency, Replay
 from .problems import CONTENT_TYPE, problem
 from .protocol import VERSION, LmspCreateRequest, check_version
-from .tasks import task_object
+from .responses import LmspResponses
+from .service import Lmsp
+from .tasks import TaskRunner, task_object
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +114,29 @@ class LmspHandler(ProtocolHandler):
         await self.send_sse(json.dumps(data), event=name, event_id=number)
         return number
 
+
+class DiscoveryHandler(LmspHandler):
+    """Base of the handlers that describe the service and its models."""
+
+    def initialize(self, access: Access, discovery: Discovery) -> None:
+        """Receive the discovery service."""
+        self.access, self.discovery = access, discovery
+
+
+class CreatingHandler(LmspHandler):
+    """Base of the POSTs that create (responses, tasks): Idempotency-Key claims and replays."""
+
+    def initialize(
+        self,
+        access: Access,
+        responses: LmspResponses,
+        tasks: TaskRunner,
+        idempotency: Idempotency,
+    ) -> None:
+        """Receive the responses, tasks and idempotency services."""
+        self.access, self.responses = access, responses
+        self.tasks, self.idempotency = tasks, idempotency
+
     async def replay(self, result: dict[str, Any]) -> None:
         """Answer an idempotent retry with the recorded result."""
         self.set_header(REPLAYED_HEADER, "true")
@@ -124,8 +150,7 @@ class LmspHandler(ProtocolHandler):
                 return
             self.finish()
         elif kind == "task":
-            lmsp = self.services.lmsp
-            record = await lmsp.tasks.get(result["task_id"], self.principal)
+            record = await self.tasks.get(result["task_id"], self.principal)
             self.write_json(task_object(record, self.base() + "/tasks"), status=202)
         else:
             self.write_json(result["body"])
@@ -133,38 +158,46 @@ class LmspHandler(ProtocolHandler):
     async def claim(self, route: str, body: dict[str, Any]) -> Claim | Replay | None:
         """The Idempotency-Key claim of a creating POST (None without a key)."""
         key = self.request.headers.get(KEY_HEADER)
-        return await self.services.lmsp.idempotency.begin(self.principal, key, route, body)
+        return await self.idempotency.begin(self.principal, key, route, body)
 
 
-class ServiceHandler(LmspHandler):
+class TaskHandlerBase(LmspHandler):
+    """Base of the handlers of one task."""
+
+    def initialize(self, access: Access, tasks: TaskRunner) -> None:
+        """Receive the task runner."""
+        self.access, self.tasks = access, tasks
+
+
+class ServiceHandler(DiscoveryHandler):
     """``GET /lmsp/v1``: the service document."""
 
     async def get(self) -> None:
         """Versions, service, capabilities and links."""
-        self.write_json(self.services.lmsp.discovery.service(self.base()))
+        self.write_json(self.discovery.service(self.base()))
 
 
-class ModelsHandler(LmspHandler):
+class ModelsHandler(DiscoveryHandler):
     """``GET /lmsp/v1/models``."""
 
     scope = {"GET": "models:read"}
 
     async def get(self) -> None:
         """Every model with its capabilities."""
-        self.write_json(await self.services.lmsp.discovery.listing())
+        self.write_json(await self.discovery.listing())
 
 
-class ModelHandler(LmspHandler):
+class ModelHandler(DiscoveryHandler):
     """``GET /lmsp/v1/models/{id}``."""
 
     scope = {"GET": "models:read"}
 
     async def get(self, model_id: str) -> None:
         """One model with its capabilities."""
-        self.write_json(await self.services.lmsp.discovery.model(model_id))
+        self.write_json(await self.discovery.model(model_id))
 
 
-class ResponsesHandler(LmspHandler):
+class ResponsesHandler(CreatingHandler):
     """``POST /lmsp/v1/responses``."""
 
     scope = {"POST": "responses:write"}
@@ -177,7 +210,7 @@ class ResponsesHandler(LmspHandler):
         if isinstance(outcome, Replay):
             await self.replay(outcome.result)
             return
-        service = self.services.lmsp.responses
+        service = self.responses
         try:
             lt = await service.prepare(body, self.principal)
             if lt.req.stream:
@@ -196,13 +229,16 @@ class ResponseHandler(LmspHandler):
 
     scope = {"GET": "responses:read"}
 
+    def initialize(self, access: Access, responses: LmspResponses) -> None:
+        """Receive the responses service."""
+        self.access, self.responses = access, responses
+
     async def get(self, response_id: str) -> None:
         """A stored response."""
-        lmsp = self.services.lmsp
-        self.write_json(await lmsp.responses.retrieve(response_id, self.principal))
+        self.write_json(await self.responses.retrieve(response_id, self.principal))
 
 
-class TasksHandler(LmspHandler):
+class TasksHandler(CreatingHandler):
     """``POST /lmsp/v1/tasks``."""
 
     scope = {"POST": "tasks:write"}
@@ -215,10 +251,9 @@ class TasksHandler(LmspHandler):
         if isinstance(outcome, Replay):
             await self.replay(outcome.result)
             return
-        lmsp = self.services.lmsp
         try:
-            lt = await lmsp.responses.prepare(body, self.principal, task=True)
-            record = await lmsp.tasks.create(lt, body, outcome)
+            lt = await self.responses.prepare(body, self.principal, task=True)
+            record = await self.tasks.create(lt, body, outcome)
         finally:
             if outcome is not None:
                 await outcome.release()
@@ -226,25 +261,25 @@ class TasksHandler(LmspHandler):
         self.write_json(task_object(record, self.base() + "/tasks"), status=202)
 
 
-class TaskHandler(LmspHandler):
+class TaskHandler(TaskHandlerBase):
     """``GET /lmsp/v1/tasks/{id}``."""
 
     scope = {"GET": "tasks:read"}
 
     async def get(self, task_id: str) -> None:
         """The task, with its final response once done."""
-        record = await self.services.lmsp.tasks.get(task_id, self.principal)
+        record = await self.tasks.get(task_id, self.principal)
         self.write_json(task_object(record, self.base() + "/tasks"))
 
 
-class TaskEventsHandler(LmspHandler):
+class TaskEventsHandler(TaskHandlerBase):
     """``GET /lmsp/v1/tasks/{id}/events``."""
 
     scope = {"GET": "tasks:read"}
 
     async def get(self, task_id: str) -> None:
         """Replay the events after ``?after=`` (else ``Last-Event-ID``), then follow live."""
-        runner = self.services.lmsp.tasks
+        runner = self.tasks
         await runner.get(task_id, self.principal)
         after, param = self.resume_point()
         await runner.check_retained(task_id, after, param)
@@ -261,19 +296,23 @@ class TaskEventsHandler(LmspHandler):
         return _event_id(header, "Last-Event-ID"), "Last-Event-ID"
 
 
-class TaskCancelHandler(LmspHandler):
+class TaskCancelHandler(TaskHandlerBase):
     """``POST /lmsp/v1/tasks/{id}/cancel``."""
 
     scope = {"POST": "tasks:write"}
 
     async def post(self, task_id: str) -> None:
         """Cancel the task; its final event is ``response.cancelled``."""
-        record = await self.services.lmsp.tasks.cancel(task_id, self.principal)
+        record = await self.tasks.cancel(task_id, self.principal)
         self.write_json(task_object(record, self.base() + "/tasks"))
 
 
 class UnknownHandler(LmspHandler):
     """Anything else under ``/lmsp/v1``: a 404 problem, whatever the method."""
+
+    def initialize(self, access: Access) -> None:
+        """Receive nothing but access."""
+        self.access = access
 
     def _unknown(self, *args: Any) -> None:
         raise NotFound(f"no LMSP endpoint at {self.request.path}", code="not_found")
@@ -297,18 +336,22 @@ def _event_id(text: str, param: str) -> int:
     return int(value)
 
 
-def routes() -> list[tuple[str, type[ProtocolHandler]]]:
-    """The LMSP URL table (relative to the server's base URL)."""
+def routes(*, lmsp: Lmsp) -> list[Route]:
+    """The LMSP URL table (relative to the server's base URL); each handler gets what it uses."""
     task = rf"{PREFIX}/tasks/(?P<task_id>[^/]+)"
+    discovery = {"discovery": lmsp.discovery}
+    creating = {"responses": lmsp.responses, "tasks": lmsp.tasks, "idempotency": lmsp.idempotency}
+    stored = {"responses": lmsp.responses}
+    tasks = {"tasks": lmsp.tasks}
     return [
-        (rf"{PREFIX}/?", ServiceHandler),
-        (rf"{PREFIX}/models", ModelsHandler),
-        (rf"{PREFIX}/models/(?P<model_id>.+)", ModelHandler),
-        (rf"{PREFIX}/responses", ResponsesHandler),
-        (rf"{PREFIX}/responses/(?P<response_id>[^/]+)", ResponseHandler),
-        (rf"{PREFIX}/tasks", TasksHandler),
-        (task, TaskHandler),
-        (rf"{task}/events", TaskEventsHandler),
-        (rf"{task}/cancel", TaskCancelHandler),
-        (rf"{PREFIX}/.*", UnknownHandler),
+        (rf"{PREFIX}/?", ServiceHandler, discovery),
+        (rf"{PREFIX}/models", ModelsHandler, discovery),
+        (rf"{PREFIX}/models/(?P<model_id>.+)", ModelHandler, discovery),
+        (rf"{PREFIX}/responses", ResponsesHandler, creating),
+        (rf"{PREFIX}/responses/(?P<response_id>[^/]+)", ResponseHandler, stored),
+        (rf"{PREFIX}/tasks", TasksHandler, creating),
+        (task, TaskHandler, tasks),
+        (rf"{task}/events", TaskEventsHandler, tasks),
+        (rf"{task}/cancel", TaskCancelHandler, tasks),
+        (rf"{PREFIX}/.*", UnknownHandler, {}),
     ]

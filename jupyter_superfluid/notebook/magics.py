@@ -19,9 +19,10 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from .client import ServerNotFound, find_server, forget_server
+from .client import ServerNotFound, find_server
+from .readable import readable
 from .render import choose_renderer
-from .respond import CellRequest, NotebookSession, RespondFailure, Schema, Settings
+from .respond import CellRequest, NotebookSession, Schema, Settings
 from .result import Reply, response_id_of
 from .tools import Tool, function_tool
 
@@ -302,38 +303,6 @@ def _tool_choice(value: str | None) -> str | dict[str, Any]:
     if value is None or value in ("auto", "required", "none"):
         return value or "auto"
     return {"type": "function", "name": value}
-
-
-def readable(exc: BaseException) -> str | None:
-    """One line for errors people can act on; None for bugs (those keep their traceback)."""
-    import httpx
-    import openai
-
-    from .lmsp import LmspError
-    from .transport import RoundFailed
-
-    if isinstance(exc, ServerNotFound | RespondFailure | LmspError):
-        return str(exc)
-    if isinstance(exc, RoundFailed):
-        return f"generation failed: {exc}"
-    if isinstance(exc, openai.APIConnectionError | httpx.TransportError):
-        where = _where()
-        forget_server()  # the server may have moved: look again next time
-        return f"cannot reach the superfluid server{where}: {exc}"
-    if isinstance(exc, openai.APIStatusError):
-        body = exc.body if isinstance(exc.body, Mapping) else {}
-        message = body.get("message") or exc.message
-        code = body.get("code") or exc.code
-        return f"{exc.status_code} {code or 'error'}: {message}"
-    return None
-
-
-def _where() -> str:
-    """`` at URL`` for messages, when the server's address is known."""
-    try:
-        return f" at {find_server().base_url}"
-    except ServerNotFound:
-        return ""
 
 
 def register(ipython: Any) -> RespondMagics:

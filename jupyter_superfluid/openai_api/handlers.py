@@ -1,4 +1,4 @@
-"""Thin Tornado handlers of the OpenAI endpoints; the URL table is at the bottom."""
+"""Thin Tornado handlers of ``/v1/models`` and ``/v1/chat/completions``; ``routes`` last."""
 
 from __future__ import annotations
 
@@ -8,8 +8,11 @@ from typing import ClassVar
 
 from pydantic import BaseModel
 
+from ..generation.models import ModelHub
 from ..generation.service import Turn
-from ..web.base import ClientGone, ProtocolHandler
+from ..web.base import Access, ClientGone, ProtocolHandler, Route
+from .chat_completions import ChatCompletions
+from .models import model_list, model_object
 from .protocol import ChatCompletionRequest
 
 
@@ -51,20 +54,28 @@ class OpenAIHandler(ProtocolHandler):
             self.finish()
 
 
-class ModelsHandler(OpenAIHandler):
+class ServedModelsHandler(OpenAIHandler):
+    """Base of the handlers that describe the served models."""
+
+    def initialize(self, access: Access, models: ModelHub) -> None:
+        """Receive the served models."""
+        self.access, self.models = access, models
+
+
+class ModelsHandler(ServedModelsHandler):
     """``GET /v1/models``."""
 
     async def get(self) -> None:
         """The served models, in OpenAI's list shape."""
-        self.write_json({"object": "list", "data": self.services.model_list()})
+        self.write_json(model_list(self.models))
 
 
-class ModelHandler(OpenAIHandler):
+class ModelHandler(ServedModelsHandler):
     """``GET /v1/models/{id}``."""
 
     async def get(self, model_id: str) -> None:
         """One served model."""
-        self.write_json(self.services.model_object(model_id))
+        self.write_json(model_object(self.models, model_id))
 
 
 class ChatCompletionsHandler(OpenAIHandler):
@@ -72,25 +83,25 @@ class ChatCompletionsHandler(OpenAIHandler):
 
     request_models: ClassVar[dict[str, type[BaseModel]]] = {"post": ChatCompletionRequest}
 
+    def initialize(self, access: Access, chat_completions: ChatCompletions) -> None:
+        """Receive the chat-completions service."""
+        self.access, self.service = access, chat_completions
+
     async def post(self) -> None:
         """A chat completion, streamed or not."""
-        service = self.services.chat_completions
-        req, turn = await service.prepare(self.json_body())
+        req, turn = await self.service.prepare(self.json_body())
         if req.stream:
-            await self.pump_sse(service.stream(req, turn), turn)
+            await self.pump_sse(self.service.stream(req, turn), turn)
             return
-        body = await service.complete(req, turn)
+        body = await self.service.complete(req, turn)
         self.set_header("x-superfluid-warm", str(turn.result.usage.cached_tokens))
         self.write_json(body)
 
 
-def routes() -> list[tuple[str, type[ProtocolHandler]]]:
-    """The OpenAI URL table (relative to the server's base URL)."""
-    from .responses_handlers import responses_routes
-
+def routes(*, models: ModelHub, chat_completions: ChatCompletions) -> list[Route]:
+    """The models and chat-completions URL table (relative to the server's base URL)."""
     return [
-        (r"/v1/models", ModelsHandler),
-        (r"/v1/models/(?P<model_id>.+)", ModelHandler),
-        (r"/v1/chat/completions", ChatCompletionsHandler),
-        *responses_routes(),
+        (r"/v1/models", ModelsHandler, {"models": models}),
+        (r"/v1/models/(?P<model_id>.+)", ModelHandler, {"models": models}),
+        (r"/v1/chat/completions", ChatCompletionsHandler, {"chat_completions": chat_completions}),
     ]

@@ -8,18 +8,28 @@ from typing import ClassVar
 from pydantic import BaseModel
 
 from ..errors import UnsupportedParameter
+from ..web.base import Access, Route
 from .handlers import OpenAIHandler
 from .protocol import ResponseCreateRequest
+from .responses import Responses
 
 
-class ResponsesHandler(OpenAIHandler):
+class StoredResponsesHandler(OpenAIHandler):
+    """Base of the ``/v1/responses…`` handlers."""
+
+    def initialize(self, access: Access, responses: Responses) -> None:
+        """Receive the Responses service."""
+        self.access, self.responses = access, responses
+
+
+class ResponsesHandler(StoredResponsesHandler):
     """``POST /v1/responses`` (create) and ``GET /v1/responses`` (listing, an extension)."""
 
     request_models: ClassVar[dict[str, type[BaseModel]]] = {"post": ResponseCreateRequest}
 
     async def post(self) -> None:
         """Create a response, streamed or not."""
-        service = self.services.responses
+        service = self.responses
         rt = await service.prepare(self.json_body(), self.principal)
         if rt.req.stream:
             events = service.stream(rt)
@@ -32,7 +42,7 @@ class ResponsesHandler(OpenAIHandler):
     async def get(self) -> None:
         """Stored responses of this principal, newest first."""
         query = {k: self.get_query_argument(k) for k in self.request.query_arguments}
-        self.write_json(await self.services.responses.listing(self.principal, query))
+        self.write_json(await self.responses.listing(self.principal, query))
 
 
 async def _named(events):  # type: ignore[no-untyped-def]
@@ -44,47 +54,46 @@ async def _named(events):  # type: ignore[no-untyped-def]
         await events.aclose()
 
 
-class ResponseHandler(OpenAIHandler):
+class ResponseHandler(StoredResponsesHandler):
     """``GET`` and ``DELETE /v1/responses/{id}``."""
 
     async def get(self, response_id: str) -> None:
         """The stored response object."""
-        self.write_json(await self.services.responses.retrieve(response_id, self.principal))
+        self.write_json(await self.responses.retrieve(response_id, self.principal))
 
     async def delete(self, response_id: str) -> None:
         """Delete the stored response."""
-        self.write_json(await self.services.responses.delete(response_id, self.principal))
+        self.write_json(await self.responses.delete(response_id, self.principal))
 
 
-class InputItemsHandler(OpenAIHandler):
+class InputItemsHandler(StoredResponsesHandler):
     """``GET /v1/responses/{id}/input_items``."""
 
     async def get(self, response_id: str) -> None:
         """The response's input items, paginated."""
         query = {k: self.get_query_argument(k) for k in self.request.query_arguments}
-        self.write_json(
-            await self.services.responses.input_items(response_id, self.principal, query)
-        )
+        self.write_json(await self.responses.input_items(response_id, self.principal, query))
 
 
-class CancelHandler(OpenAIHandler):
+class CancelHandler(StoredResponsesHandler):
     """``POST /v1/responses/{id}/cancel``: background mode is not served."""
 
     async def post(self, response_id: str) -> None:
         """Always 400, as the spec says."""
-        await self.services.responses.record(response_id, self.principal)
+        await self.responses.record(response_id, self.principal)
         raise UnsupportedParameter(
             "only background responses can be cancelled, and background mode is not served",
             param="response_id",
         )
 
 
-def responses_routes() -> list[tuple[str, type[OpenAIHandler]]]:
-    """The Responses URL table."""
+def routes(*, responses: Responses) -> list[Route]:
+    """The Responses URL table (relative to the server's base URL)."""
     rid = r"(?P<response_id>[^/]+)"
+    deps = {"responses": responses}
     return [
-        (r"/v1/responses", ResponsesHandler),
-        (rf"/v1/responses/{rid}", ResponseHandler),
-        (rf"/v1/responses/{rid}/input_items", InputItemsHandler),
-        (rf"/v1/responses/{rid}/cancel", CancelHandler),
+        (r"/v1/responses", ResponsesHandler, deps),
+        (rf"/v1/responses/{rid}", ResponseHandler, deps),
+        (rf"/v1/responses/{rid}/input_items", InputItemsHandler, deps),
+        (rf"/v1/responses/{rid}/cancel", CancelHandler, deps),
     ]

@@ -3,8 +3,10 @@
 Handlers are written once against ``ProtocolHandler`` and made concrete for
 each host by ``concrete_handlers``: on Jupyter they also derive from
 jupyter_server's ``APIHandler`` (Jupyter authenticates them); standalone they
-check superfluid keys themselves. Services are handed to handlers as URLSpec
-kwargs, so nothing here reaches for globals.
+check superfluid keys themselves. Each feature's ``routes(...)`` function gives
+its handlers only what they use, as URLSpec kwargs, and ``concrete_handlers``
+adds the one thing every handler checks first (``Access``: keys and the body
+limit), so nothing here reaches for globals or for a bag of services.
 """
 
 from __future__ import annotations
@@ -13,16 +15,14 @@ import asyncio
 import json
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from tornado import web
 from tornado.iostream import StreamClosedError
 
 from ..errors import APIError, Forbidden, InvalidRequest, Unauthorized
-from .auth import Principal
-
-if TYPE_CHECKING:
-    from ..services import Services
+from .auth import KeyRing, Principal
 
 HTTP_TITLES = {
     400: "Bad Request",
@@ -38,6 +38,14 @@ HTTP_TITLES = {
     500: "Internal Server Error",
     503: "Service Unavailable",
 }
+
+
+@dataclass
+class Access:
+    """What every handler checks before its method runs: the keys and the body limit."""
+
+    keys: KeyRing
+    max_request_bytes: int
 
 
 class ClientGone(Exception):
@@ -65,17 +73,18 @@ def status_error(status: int, message: str | None = None) -> APIError:
 
 
 class ProtocolHandler(web.RequestHandler):
-    """Common ground of every superfluid handler, on either host."""
+    """Common ground of every superfluid handler, on either host.
+
+    A handler receives its dependencies in ``initialize`` (tornado passes the
+    URLSpec kwargs): ``access`` always, then whatever its feature's
+    ``routes(...)`` gives it.
+    """
 
     error_style: ClassVar[str] = "openai"
     scope: ClassVar[dict[str, str]] = {}  # method -> LMSP scope needed
-    services: Services
+    access: Access
     principal: Principal
-
-    def initialize(self, services: Services) -> None:
-        """Receive the composition root's services (URLSpec kwargs)."""
-        self.services = services
-        self._on_close: list[Callable[[], None]] = []
+    _on_close: list[Callable[[], None]]
 
     # -- auth ---------------------------------------------------------------
 
@@ -89,7 +98,7 @@ class ProtocolHandler(web.RequestHandler):
 
     async def authenticate(self) -> Principal:
         """Who is calling; standalone: a configured key or, with none, anyone."""
-        keys = self.services.keys
+        keys = self.access.keys
         token = self.bearer_token()
         if not keys.enabled:
             return keys.anonymous()
@@ -101,10 +110,10 @@ class ProtocolHandler(web.RequestHandler):
     async def prepare(self) -> None:  # type: ignore[override]
         """Check the body size and authenticate before any method runs."""
         length = int(self.request.headers.get("Content-Length") or 0)
-        if length > self.services.config.max_request_bytes:
+        limit = self.access.max_request_bytes
+        if length > limit:
             raise APIError(
-                f"request body of {length} bytes exceeds the limit of "
-                f"{self.services.config.max_request_bytes}",
+                f"request body of {length} bytes exceeds the limit of {limit}",
                 status=413,
                 code="request_too_large",
             )
@@ -189,11 +198,11 @@ class ProtocolHandler(web.RequestHandler):
 
     def on_close(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` when the client disconnects (cancels generations)."""
-        self._on_close.append(callback)
+        self.__dict__.setdefault("_on_close", []).append(callback)
 
     def on_connection_close(self) -> None:
         """Tornado's hook: the client went away."""
-        for callback in self._on_close:
+        for callback in self.__dict__.get("_on_close", ()):
             callback()
         super().on_connection_close()
 
@@ -204,7 +213,7 @@ class JupyterAuthMixin:
     async def authenticate(self) -> Principal:
         """A superfluid key if one matches, else Jupyter's own identity."""
         handler: Any = self
-        keys = handler.services.keys
+        keys = handler.access.keys
         token = handler.bearer_token()
         principal = keys.match(token) if token and keys.enabled else None
         if principal is not None:
@@ -244,15 +253,20 @@ async def _jupyter_prepare(handler: Any) -> None:
         await result
 
 
+Route = tuple[str, type[ProtocolHandler], dict[str, Any]]
+"""A feature's URL pattern, its handler, and the dependencies the handler receives."""
+
+
 def concrete_handlers(
-    routes: list[tuple[str, type[ProtocolHandler]]], services: Services, *, jupyter: bool
+    routes: list[Route], access: Access, *, jupyter: bool
 ) -> list[tuple[str, type, dict[str, Any]]]:
     """Tornado URL specs for ``routes``, made concrete for Jupyter or standalone."""
     specs: list[tuple[str, type, dict[str, Any]]] = []
-    for pattern, cls in routes:
+    for pattern, cls, deps in routes:
+        concrete: type = cls
         if jupyter:
             from jupyter_server.base.handlers import APIHandler
 
-            cls = type(cls.__name__, (JupyterAuthMixin, cls, APIHandler), {})
-        specs.append((pattern, cls, {"services": services}))
+            concrete = type(cls.__name__, (JupyterAuthMixin, cls, APIHandler), {})
+        specs.append((pattern, concrete, {"access": access, **deps}))
     return specs

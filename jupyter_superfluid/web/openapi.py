@@ -8,13 +8,14 @@ docstrings), and request bodies from the pydantic models handlers declare in
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
 from tornado.web import RequestHandler
 
-from .. import __version__
-from .base import ProtocolHandler
+from .._version import __version__
+from .base import Access, ProtocolHandler, Route
 
 METHODS = ("get", "post", "delete")
 ERROR = {"description": "An error, in the protocol's own shape (OpenAI error or RFC 9457)."}
@@ -56,11 +57,11 @@ def _operation(handler: type, method: str, path: str, schemas: dict[str, Any]) -
     return op
 
 
-def openapi_document(routes: list[tuple[str, type]]) -> dict[str, Any]:
+def openapi_document(routes: Sequence[Route]) -> dict[str, Any]:
     """The OpenAPI document of ``routes``."""
     paths: dict[str, Any] = {}
     schemas: dict[str, Any] = {}
-    for pattern, handler in routes:
+    for pattern, handler, _ in routes:
         path = openapi_path(pattern)
         if path is None:
             continue
@@ -90,6 +91,18 @@ def openapi_document(routes: list[tuple[str, type]]) -> dict[str, Any]:
 class OpenAPIHandler(ProtocolHandler):
     """``GET /v1/openapi.json``."""
 
+    def initialize(self, access: Access, document: dict[str, Any]) -> None:
+        """Receive the document (built once from the served route table)."""
+        self.access, self.document = access, document
+
     async def get(self) -> None:
         """The OpenAPI document of every served endpoint."""
-        self.write_json(self.services.openapi())
+        self.write_json(self.document)
+
+
+def routes(*, served: Sequence[Route]) -> list[Route]:
+    """``/v1/openapi.json``, describing ``served`` and itself."""
+    route: Route = (r"/v1/openapi.json", OpenAPIHandler, {})
+    document = openapi_document([route, *served])
+    route[2]["document"] = document
+    return [route]

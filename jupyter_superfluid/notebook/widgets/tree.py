@@ -22,6 +22,7 @@ import ipywidgets as widgets
 from traitlets import Bool, Dict, Instance, List, Unicode
 
 from ..client import endpoint
+from ..readable import readable
 from ..render import RenderMeta
 from ..result import Reply
 from ..transport import Cancelled, run_openai
@@ -238,6 +239,4 @@ def _sdk_ready(options: dict[str, Any]) -> dict[str, Any]:
 
 def _readable(exc: BaseException) -> str:
     """One line for an error, as the magic words it."""
-    from ..magics import readable
-
     return readable(exc) or f"{type(exc).__name__}: {exc}"

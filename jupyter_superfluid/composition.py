@@ -1,7 +1,12 @@
-"""The composition root: builds the engine registry, store and protocol services once.
+"""The composition root: builds every part once and gives each feature only what it uses.
 
-Both hosts (the Jupyter extension and the standalone server) call
-``Services.create`` and hand the result to every handler as a URLSpec kwarg.
+Both hosts (the Jupyter extension in ``app.py``, the standalone server in
+``serve.py``) call ``Composition.build(config)`` and serve
+``composition.routes()``. Each feature has a ``routes(...)`` function that takes
+the parts its handlers use, by keyword, and hands them over as URLSpec kwargs;
+no handler sees anything else. To add a feature: build its parts in ``build``,
+add its ``routes(...)`` to ``feature_routes``, close its parts in ``close``,
+and put its package in the import-linter layers of ``pyproject.toml``.
 """
 
 from __future__ import annotations
@@ -10,29 +15,31 @@ import asyncio
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from .config import Superfluid
 from .engine.registry import ModelRegistry
-from .errors import NotFound
 from .generation.models import ModelHub
 from .generation.service import ChatService
+from .lmsp import handlers as lmsp_handlers
 from .lmsp.service import Lmsp
+from .openai_api import handlers as openai_handlers
+from .openai_api import responses_handlers
 from .openai_api.chat_completions import ChatCompletions
 from .openai_api.responses import Responses
 from .sessions import Store
+from .web import openapi
 from .web.auth import KeyRing
-from .web.openapi import OpenAPIHandler, openapi_document
+from .web.base import Access, Route
 
 log = logging.getLogger("jupyter_superfluid")
 
 
 @dataclass
-class Services:
-    """Everything the handlers need, built from one ``Superfluid`` config."""
+class Composition:
+    """Every long-lived part of one server, built from one ``Superfluid`` config."""
 
     config: Superfluid
-    keys: KeyRing
+    access: Access
     models: ModelHub
     store: Store
     chat: ChatService
@@ -41,9 +48,9 @@ class Services:
     lmsp: Lmsp
 
     @classmethod
-    def create(cls, config: Superfluid) -> Services:
-        """Build the services for ``config`` (models load later, off the event loop)."""
-        keys = KeyRing(config.api_keys, config.key_policy)
+    def build(cls, config: Superfluid) -> Composition:
+        """Build the parts for ``config`` (models load later, off the event loop)."""
+        access = Access(KeyRing(config.api_keys, config.key_policy), config.max_request_bytes)
         registry = ModelRegistry(
             list(config.models) or None,
             cache_dir=Path(config.model_cache_dir),
@@ -64,7 +71,7 @@ class Services:
         chat = ChatService(models, store, default_max_tokens=config.max_tokens)
         return cls(
             config,
-            keys,
+            access,
             models,
             store,
             chat,
@@ -73,9 +80,18 @@ class Services:
             Lmsp.create(chat, store, models, config),
         )
 
-    def openapi(self) -> dict[str, Any]:
-        """The OpenAPI document of the served endpoints."""
-        return openapi()
+    def feature_routes(self) -> list[Route]:
+        """Every feature's URL table, each given only its own dependencies."""
+        return [
+            *openai_handlers.routes(models=self.models, chat_completions=self.chat_completions),
+            *responses_handlers.routes(responses=self.responses),
+            *lmsp_handlers.routes(lmsp=self.lmsp),
+        ]
+
+    def routes(self) -> list[Route]:
+        """Every served route: the features', and the OpenAPI document describing them."""
+        served = self.feature_routes()
+        return [*openapi.routes(served=served), *served]
 
     def describe(self) -> str:
         """One line naming the served models and the store, for the start-up log."""
@@ -90,39 +106,8 @@ class Services:
         except Exception as err:  # logged, and answered per request later
             log.warning("superfluid: model %s did not load: %s", model_id, err)
 
-    def model_object(self, model_id: str) -> dict[str, Any]:
-        """One model in OpenAI's shape, or 404."""
-        if model_id not in self.models.ids():
-            raise NotFound(
-                f"the model '{model_id}' does not exist", param="model", code="model_not_found"
-            )
-        return {
-            "id": model_id,
-            "object": "model",
-            "created": self.models.created,
-            "owned_by": "superfluid",
-            "superfluid": self.models.status(model_id),
-        }
-
-    def model_list(self) -> list[dict[str, Any]]:
-        """Every served model in OpenAI's shape."""
-        return [self.model_object(m) for m in self.models.ids()]
-
     async def close(self) -> None:
         """Stop the LMSP tasks and the engines, then close the store."""
         await self.lmsp.close()
         await self.models.close()
         await asyncio.to_thread(self.store.close)
-
-
-def openapi() -> dict[str, Any]:
-    """The OpenAPI document of every served route."""
-    return openapi_document(all_routes())
-
-
-def all_routes() -> list[tuple[str, Any]]:
-    """Every protocol's URL table."""
-    from .lmsp.handlers import routes as lmsp_routes
-    from .openai_api.handlers import routes as openai_routes
-
-    return [(r"/v1/openapi.json", OpenAPIHandler), *openai_routes(), *lmsp_routes()]
