@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 FinishReason = Literal["stop", "length", "cancelled", "error"]
 
@@ -29,6 +29,38 @@ class MediaError(EngineError):
 
 # Where a medium goes in a prompt text given to ``tokenize_media``.
 MEDIA_MARKER = "<__media__>"
+
+
+def media_placeholder_id(digest: str) -> int:
+    """The negative id standing for every position of a medium (sha256 hex) in cache keys."""
+    return -(int(digest[:8], 16) % 2**30) - 1
+
+
+@dataclass(frozen=True)
+class MediaRef:
+    """One encoded medium as the layers above see it: its embeddings stay in the engine.
+
+    ``key`` names the engine's copy of the embeddings (a medium may take several
+    pieces, e.g. one per 30 s of audio); ``digest`` is the sha256 of the media bytes.
+    """
+
+    key: str
+    kind: str  # "image" or "audio"
+    n_pos: int  # prompt positions it occupies
+    digest: str
+
+    @property
+    def placeholder_id(self) -> int:
+        """The id each of its positions has in ``prompt_tokens``."""
+        return media_placeholder_id(self.digest)
+
+
+@dataclass(frozen=True)
+class MediaTokens:
+    """A tokenized multimodal prompt: token ids (media as placeholder runs) and its media."""
+
+    tokens: tuple[int, ...]
+    media: tuple[MediaRef, ...]
 
 
 class EngineUnavailableError(EngineError):
@@ -78,9 +110,9 @@ class GenerateRequest:
     # newline after <|im_end|>): fed into the KV cache after the generation, so its
     # continuation is served wholly from cache.
     cache_suffix: tuple[int, ...] = ()
-    # The media of a prompt from ``tokenize_media`` (``media.MediaPiece``), in
-    # order; ``prompt_tokens`` then holds each one's placeholder ids.
-    media: tuple[Any, ...] = ()
+    # The media of a prompt from ``tokenize_media``, in order; ``prompt_tokens``
+    # then holds each one's placeholder ids.
+    media: tuple[MediaRef, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -147,8 +179,8 @@ class Engine(Protocol):
         """Text of ``tokens``, control tokens rendered."""
         ...
 
-    def tokenize_media(self, text: str, media: Sequence[bytes]) -> Any:
-        """A ``media.MediaPrompt`` for ``text`` with one MEDIA_MARKER per medium (blocking).
+    def tokenize_media(self, text: str, media: Sequence[bytes]) -> MediaTokens:
+        """Tokens and media of ``text`` with one MEDIA_MARKER per medium (blocking).
 
         Raises MediaError when the model takes no media of that kind or the bytes
         cannot be decoded.

@@ -18,7 +18,8 @@ from typing import Any
 from urllib.parse import unquote_to_bytes
 
 from ..chat.types import ChatMessage, MediaInput, MediaKind
-from ..engine.base import MEDIA_MARKER, Engine, MediaError, ModelInfo
+from ..engine.base import MEDIA_MARKER, Engine, MediaError, MediaRef, ModelInfo
+from ..engine.sniff import sniff_media
 from ..errors import InvalidRequest
 
 __all__ = ["MEDIA_MARKER", "audio_part", "check_kinds", "gather", "image_url_part", "tokenize"]
@@ -110,14 +111,12 @@ def _invalid(medium: MediaInput, reason: str) -> InvalidRequest:
 
 def tokenize(
     engine: Engine, text: str, media: Sequence[MediaInput]
-) -> tuple[tuple[int, ...], tuple[Any, ...]]:
-    """Placeholder token ids and media pieces of a rendered prompt (blocking).
+) -> tuple[tuple[int, ...], tuple[MediaRef, ...]]:
+    """Placeholder token ids and media references of a rendered prompt (blocking).
 
     ``text`` holds one ``MEDIA_MARKER`` per medium; engine errors become 400s
-    naming the part at fault.
+    naming the part at fault. The media's embeddings stay in the engine.
     """
-    from ..engine.local.media import MediaPiece, sniff_media
-
     if text.count(MEDIA_MARKER) != len(media):
         raise InvalidRequest(
             f"text must not contain {MEDIA_MARKER!r} in a request with images or audio"
@@ -136,8 +135,7 @@ def tokenize(
         if err.index is not None and 0 <= err.index < len(media):
             raise _invalid(media[err.index], str(err)) from err
         raise InvalidRequest(f"cannot use the media of this request: {err}") from err
-    pieces = tuple(p for p in prompt.pieces if isinstance(p, MediaPiece))
-    return tuple(prompt.placeholder_tokens()), pieces
+    return prompt.tokens, prompt.media
 
 
 def describe(media: Sequence[MediaInput]) -> list[dict[str, Any]]:

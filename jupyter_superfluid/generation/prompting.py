@@ -17,6 +17,7 @@ from typing import Any
 
 from ..chat.codec import ChatCodec
 from ..chat.types import ChatMessage, ToolSpec
+from ..engine.base import MediaRef
 from .media import describe, gather
 
 _PROBE = "\u2063superfluid-probe\u2063"
@@ -53,7 +54,7 @@ class Prompt:
     parent: tuple[str, int] | None  # (session id, events) forked from
     forkable: bool  # its turns render per message, so it can be forked later
     gen_prompt: list[int] = field(default_factory=list)  # logged with the output event
-    media: tuple[Any, ...] = ()  # the engine's media pieces; ``tokens`` holds placeholders
+    media: tuple[MediaRef, ...] = ()  # the engine's media; ``tokens`` holds placeholders
 
 
 def head_key(instructions: str | None, tools: tuple[ToolSpec, ...], kwargs: dict) -> str:
@@ -94,7 +95,7 @@ class PromptBuilder:
     def __init__(self, codec: ChatCodec, tokenize: Any, tokenize_media: Any = None) -> None:
         self.codec = codec
         self.tokenize = tokenize
-        # (text, media) → (placeholder token ids, media pieces); blocking
+        # (text, media) → (placeholder token ids, media references); blocking
         self.tokenize_media = tokenize_media
 
     def render(
@@ -233,7 +234,10 @@ class PromptBuilder:
 
 
 def _unforkable(
-    text: str, tokens: list[int], messages: tuple[ChatMessage, ...], media: tuple[Any, ...] = ()
+    text: str,
+    tokens: list[int],
+    messages: tuple[ChatMessage, ...],
+    media: tuple[MediaRef, ...] = (),
 ) -> Prompt:
     """A prompt logged as one head event holding every message (it cannot be forked)."""
     event = PromptEvent("head", {"messages": [message_item(m) for m in messages]}, tokens)

@@ -17,7 +17,6 @@ from jupyter_superfluid.engine.base import (
     SamplingParams,
 )
 from jupyter_superfluid.engine.local.llama import LlamaEngine
-from jupyter_superfluid.engine.local.media import MediaPiece
 from jupyter_superfluid.engine.testmmproj import IMAGE_TOKENS
 
 MakeEngine = Callable[..., LlamaEngine]
@@ -26,8 +25,7 @@ MakeEngine = Callable[..., LlamaEngine]
 def _request(engine: LlamaEngine, text: str, media: list[bytes], **sampling: object):
     """A GenerateRequest for ``text`` with ``media`` in place of its markers."""
     prompt = engine.tokenize_media(text, media)
-    pieces = tuple(p for p in prompt.pieces if isinstance(p, MediaPiece))
-    return GenerateRequest(prompt.placeholder_tokens(), SamplingParams(**sampling), media=pieces)
+    return GenerateRequest(prompt.tokens, SamplingParams(**sampling), media=prompt.media)
 
 
 def _text(question: str) -> str:

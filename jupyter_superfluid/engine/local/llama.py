@@ -29,7 +29,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from collections.abc import Sequence as Seq
 from pathlib import Path
 from typing import Any
@@ -44,12 +44,13 @@ from ..base import (
     GenerateRequest,
     GenerationFinished,
     MediaError,
+    MediaTokens,
     ModelInfo,
     ModelLoadError,
 )
-from .media import MediaPiece, MediaProjector, MediaPrompt
+from .media import MediaPiece, MediaProjector, MediaStore
 from .native import Vocab, create_context, default_threads, load_model, meta_string
-from .sampling import Sampler, TextDecoder, build_sampler
+from .sampling import TextDecoder, build_sampler
 from .worker import Sequence, Worker
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,7 @@ class LlamaEngine:
         self._ctx = ctx
         self._vocab = vocab
         self._worker = worker
+        self._media = MediaStore()
         self._closed = False
         self._close_lock = threading.Lock()
         _open_engines.add(self)
@@ -103,6 +105,7 @@ class LlamaEngine:
         flash_attention: bool | None = False,
         park_mib: int = 2048,
         mmproj: str | Path | None = None,
+        after_step: Callable[[], None] | None = None,
     ) -> LlamaEngine:
         """Load ``path`` (blocking; run it in a thread). Raises ModelLoadError.
 
@@ -111,7 +114,9 @@ class LlamaEngine:
         two windows); ``park_mib`` the host memory for idle conversations'
         KV state (``cache.py``; 0: evict instead); ``flash_attention`` trades
         exactness for memory (see ``native.create_context``); ``mmproj`` a
-        multimodal projector GGUF for image/audio input (``media.py``).
+        multimodal projector GGUF for image/audio input (``media.py``);
+        ``after_step`` runs on the worker thread after every step (an engine
+        process sends each step's events in one message from there).
         """
         started = time.monotonic()
         path = Path(path)
@@ -142,6 +147,7 @@ class LlamaEngine:
                 park_bytes=park_mib << 20,
                 n_embd=projector.n_embd if projector else 0,
                 media_non_causal=bool(projector and projector.uses_non_causal),
+                after_step=after_step,
             )
         except BaseException:
             if projector is not None:
@@ -192,14 +198,17 @@ class LlamaEngine:
         self._check_open()
         return self._vocab.detokenize(tokens)
 
-    def tokenize_media(self, text: str, media: Seq[bytes]) -> MediaPrompt:
-        """Text runs and encoded media for ``text`` with one MEDIA_MARKER per medium (blocking)."""
+    def tokenize_media(self, text: str, media: Seq[bytes]) -> MediaTokens:
+        """Tokens of ``text`` with one MEDIA_MARKER per medium, encoded here (blocking).
+
+        The embeddings stay in this engine; the result names them by key.
+        """
         self._check_open()
         if self._projector is None:
             raise MediaError("this model takes no images or audio")
         if self._projector.marker != MEDIA_MARKER:
             text = text.replace(MEDIA_MARKER, self._projector.marker)
-        return self._projector.tokenize(text, media)
+        return self._media.add(self._projector.tokenize(text, media))
 
     def _check_open(self) -> None:
         """Refuse calls that would touch the freed model."""
@@ -211,15 +220,24 @@ class LlamaEngine:
 
         Raises at once (before evaluating anything): ContextOverflowError when
         the prompt leaves no room for one token, EngineError for an empty
-        prompt, an unknown token id, ``max_tokens`` < 1, an invalid grammar or a
-        closed engine.
+        prompt, an unknown token id, ``max_tokens`` < 1, an invalid grammar,
+        media the engine no longer holds or a closed engine.
 
-        A request may carry ``cache_suffix`` (token ids; not yet a field of
-        ``GenerateRequest``, so a subclass or a later version): the tokens that
-        follow an end-of-generation token in the stored conversation (e.g. the
-        ``\n`` after ``<|im_end|>``). When the generation stops on such a token,
-        the engine feeds it and the suffix into the cache right after sending
-        GenerationFinished, so the next turn is served from cache throughout.
+        ``cache_suffix``: the tokens that follow an end-of-generation token in
+        the stored conversation (e.g. the ``\n`` after ``<|im_end|>``). When the
+        generation stops on such a token, the engine feeds it and the suffix
+        into the cache right after sending GenerationFinished, so the next turn
+        is served from cache throughout.
+        """
+        relay = _Relay()
+        return self._stream(self.prepare(request, relay.emit), relay)
+
+    def prepare(self, request: GenerateRequest, emit: Callable[[EngineEvent], bool]) -> Sequence:
+        """Check ``request``; the sequence to ``submit``, whose events go to ``emit``.
+
+        Raises as ``generate`` does. ``emit`` is called on the worker thread and
+        returns False once nobody listens (the generation then stops);
+        ``Sequence.cancel()`` stops it from any thread.
         """
         self._check_open()
         prompt = request.prompt_tokens
@@ -234,46 +252,36 @@ class LlamaEngine:
             )
         if request.sampling.max_tokens is not None and request.sampling.max_tokens < 1:
             raise EngineError("max_tokens must be at least 1")
-        suffix = tuple(getattr(request, "cache_suffix", None) or ())
-        media = _media_spans(prompt, request.media)
+        suffix = tuple(request.cache_suffix)
+        media = _media_spans(prompt, tuple(self._media.get(ref) for ref in request.media))
         n_vocab = self._vocab.n_tokens
         if any(not 0 <= t < n_vocab for t in (*prompt, *suffix) if not t < 0 or not media):
             raise EngineError(f"token ids outside the vocabulary (0..{n_vocab - 1})")
-        sampler = build_sampler(self._vocab, request.sampling)
-        return self._stream(request, sampler, suffix, media)
-
-    async def _stream(
-        self,
-        request: GenerateRequest,
-        sampler: Sampler,
-        suffix: tuple[int, ...],
-        media: tuple[tuple[int, MediaPiece], ...],
-    ) -> AsyncGenerator[EngineEvent, None]:
-        """Submit to the worker and relay its events; closing cancels."""
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[EngineEvent] = asyncio.Queue()
-
-        def emit(event: EngineEvent) -> bool:
-            """Hand an event to the loop (from the worker thread); False if it is gone."""
-            try:
-                loop.call_soon_threadsafe(queue.put_nowait, event)
-            except RuntimeError:  # the loop is closed: nobody is listening
-                return False
-            return True
-
-        seq = Sequence(
-            prompt=tuple(request.prompt_tokens),
+        return Sequence(
+            prompt=tuple(prompt),
             max_tokens=request.sampling.max_tokens,
-            sampler=sampler,
+            sampler=build_sampler(self._vocab, request.sampling),
             decoder=TextDecoder(self._vocab),
             emit=emit,
             suffix=suffix,
             media=media,
         )
+
+    def submit(self, seq: Sequence) -> None:
+        """Queue a prepared sequence on the worker (EngineError once closed)."""
         try:
             self._worker.submit(seq)
+        except BaseException:
+            seq.sampler.free()
+            raise
+
+    async def _stream(self, seq: Sequence, relay: _Relay) -> AsyncGenerator[EngineEvent, None]:
+        """Submit, then relay the worker's events; closing cancels."""
+        relay.loop = asyncio.get_running_loop()
+        try:
+            self.submit(seq)
             while True:
-                event = await queue.get()
+                event = await relay.queue.get()
                 yield event
                 if isinstance(event, GenerationFinished):
                     return
@@ -296,6 +304,23 @@ class LlamaEngine:
         L.llama_free(self._ctx)
         L.llama_model_free(self._model)
         log.info("closed %s", self._info.id)
+
+
+class _Relay:
+    """Carries a generation's events from the worker thread to the consuming loop."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[EngineEvent] = asyncio.Queue()
+        self.loop: asyncio.AbstractEventLoop | None = None  # set before the worker runs it
+
+    def emit(self, event: EngineEvent) -> bool:
+        """Hand an event to the loop (from the worker thread); False if it is gone."""
+        assert self.loop is not None
+        try:
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, event)
+        except RuntimeError:  # the loop is closed: nobody is listening
+            return False
+        return True
 
 
 def _load_projector(path: str | Path, model: Any, threads: int | None) -> MediaProjector:

@@ -22,21 +22,37 @@ import ctypes
 import hashlib
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import llama_cpp.llama_cpp as L
 import llama_cpp.mtmd_cpp as M
 import numpy as np
 
-from ..base import MediaError, ModelLoadError
+from ..base import (
+    EngineError,
+    MediaError,
+    MediaRef,
+    MediaTokens,
+    ModelLoadError,
+    media_placeholder_id,
+)
+from ..sniff import MediaKind, sniff_media
 from . import native
 
-MediaKind = Literal["image", "audio"]
+__all__ = [
+    "MediaKind",
+    "MediaPiece",
+    "MediaProjector",
+    "MediaPrompt",
+    "MediaStore",
+    "TextPiece",
+    "sniff_media",
+]
 
-_IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"BM")
 _SUPPORTED = "an image (PNG, JPEG, GIF, BMP) or audio (WAV, MP3, FLAC) file"
 _log_lock = threading.Lock()
 _log_routed = False
@@ -71,7 +87,7 @@ class MediaPiece:
     @property
     def placeholder_id(self) -> int:
         """A negative id standing for every position of this medium in cache keys."""
-        return -(int(self.digest[:8], 16) % 2**30) - 1
+        return media_placeholder_id(self.digest)
 
 
 @dataclass(frozen=True)
@@ -98,21 +114,6 @@ class MediaPrompt:
             else:
                 flat.extend([piece.placeholder_id] * piece.n_pos)
         return tuple(flat)
-
-
-def sniff_media(data: bytes) -> MediaKind | None:
-    """``"image"`` or ``"audio"`` from a file's magic bytes (as mtmd's helper decides), or None."""
-    is_mp3_sync = len(data) >= 2 and data[0] == 0xFF and (data[1] & 0xE0) == 0xE0
-    if len(data) >= 12 and (
-        (data[:4] == b"RIFF" and data[8:12] == b"WAVE")
-        or data[:3] == b"ID3"
-        or data[:4] == b"fLaC"
-        or is_mp3_sync
-    ):
-        return "audio"
-    if data.startswith(_IMAGE_MAGIC):
-        return "image"
-    return None
 
 
 def _route_mtmd_log() -> None:
@@ -288,3 +289,55 @@ class MediaProjector:
         chunk_type = M.mtmd_input_chunk_get_type(chunk)
         kind: MediaKind = "audio" if chunk_type == M.MTMD_INPUT_CHUNK_TYPE_AUDIO else "image"
         return MediaPiece(kind, embeddings, M.mtmd_input_chunk_get_n_pos(chunk), digest)
+
+
+class MediaStore:
+    """Encoded media by key, so a prompt crosses the engine seam as placeholders and keys.
+
+    The newest pieces are kept up to ``max_bytes`` of embeddings; a generation holds
+    the pieces it uses, so dropping one only refuses a later request naming it.
+    """
+
+    def __init__(self, max_bytes: int = 512 << 20) -> None:
+        self._max_bytes = max_bytes
+        self._pieces: OrderedDict[str, MediaPiece] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def add(self, prompt: MediaPrompt) -> MediaTokens:
+        """Keep ``prompt``'s media; its placeholder tokens and a reference to each piece."""
+        refs: list[MediaRef] = []
+        seen: dict[str, int] = {}
+        with self._lock:
+            for piece in prompt.pieces:
+                if not isinstance(piece, MediaPiece):
+                    continue
+                n = seen[piece.digest] = seen.get(piece.digest, -1) + 1
+                key = f"{piece.digest}:{n}"
+                self._put(key, piece)
+                refs.append(MediaRef(key, piece.kind, piece.n_pos, piece.digest))
+            self._trim(keep=len(refs))
+        return MediaTokens(prompt.placeholder_tokens(), tuple(refs))
+
+    def get(self, ref: MediaRef) -> MediaPiece:
+        """The piece ``ref`` names; EngineError when it is no longer kept."""
+        with self._lock:
+            piece = self._pieces.get(ref.key)
+            if piece is not None:
+                self._pieces.move_to_end(ref.key)
+        if piece is None or piece.n_pos != ref.n_pos:
+            raise EngineError(f"the engine no longer holds {ref.kind} {ref.key}; tokenize again")
+        return piece
+
+    def _put(self, key: str, piece: MediaPiece) -> None:
+        old = self._pieces.pop(key, None)
+        if old is not None:
+            self._bytes -= old.embeddings.nbytes
+        self._pieces[key] = piece
+        self._bytes += piece.embeddings.nbytes
+
+    def _trim(self, keep: int) -> None:
+        """Drop the oldest pieces past the budget, never the newest ``keep``."""
+        while self._bytes > self._max_bytes and len(self._pieces) > keep:
+            _, piece = self._pieces.popitem(last=False)
+            self._bytes -= piece.embeddings.nbytes

@@ -117,8 +117,10 @@ class Worker:
         park_bytes: int = 0,
         n_embd: int = 0,
         media_non_causal: bool = False,
+        after_step: Callable[[], None] | None = None,
     ) -> None:
         self._ctx = ctx
+        self._after_step = after_step
         self._vocab = vocab
         self._n_batch = n_batch
         self._context_size = context_size
@@ -168,9 +170,13 @@ class Worker:
                     log.exception("engine step failed")
                     for seq in list(self._active):
                         self._finish(seq, "error", error=f"{type(exc).__name__}: {exc}", clear=True)
+                if self._after_step is not None:
+                    self._after_step()
         finally:
             for seq in [*self._active, *self._waiting, *self._incoming]:
                 self._finish(seq, "cancelled")
+            if self._after_step is not None:
+                self._after_step()
             L.llama_batch_free(self._batch)
             if self._embd_batch is not None:
                 L.llama_batch_free(self._embd_batch)
