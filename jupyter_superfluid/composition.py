@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .config import Superfluid
 from .engine.registry import ModelRegistry
+from .generation.lifecycle import StoredTurns
 from .generation.models import ModelHub
 from .generation.service import ChatService
 from .lmsp import handlers as lmsp_handlers
@@ -69,6 +70,7 @@ class Composition:
             task_event_retention=config.task_event_retention,
         )
         chat = ChatService(models, store, default_max_tokens=config.max_tokens)
+        lifecycle = StoredTurns(chat, store)
         return cls(
             config,
             access,
@@ -76,8 +78,8 @@ class Composition:
             store,
             chat,
             ChatCompletions(chat),
-            Responses(chat, store, models),
-            Lmsp.create(chat, store, models, config),
+            Responses(lifecycle),
+            Lmsp.create(lifecycle, store, models, config),
         )
 
     def feature_routes(self) -> list[Route]:

@@ -7,17 +7,16 @@ error (ours, auth's and tornado's own), and the SSE pump with numbered events.
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 from ..errors import APIError, InvalidRequest, NotFound
-from ..generation.service import Turn
-from ..web.base import Access, ClientGone, ProtocolHandler, Route
+from ..web.base import Access, ProtocolHandler, Route
+from ..web.sse import SSE
 from .discovery import Discovery
+from .events import Stamped
 from .idempotency import KEY_HEADER, REPLAYED_HEADER, Claim, Idempotency, Replay
 from .problems import CONTENT_TYPE, problem
 from .protocol import VERSION, LmspCreateRequest, check_version
@@ -27,7 +26,6 @@ from .tasks import TaskRunner, task_object
 
 log = logging.getLogger(__name__)
 
-Stamped = tuple[int | None, str, dict[str, Any]]
 PREFIX = "/lmsp/v1"
 
 
@@ -62,57 +60,21 @@ class LmspHandler(ProtocolHandler):
 
     # -- server-sent events ----------------------------------------------------
 
-    async def pump(
-        self, events: AsyncIterator[Stamped], turn: Turn | None = None, *, prefetch: bool = True
+    async def pump_events(
+        self,
+        batches: AsyncIterator[list[Stamped]],
+        *,
+        warm: Callable[[], int] | None = None,
+        on_error: Callable[[APIError], list[Stamped]] | None = None,
+        headers_first: bool = False,
     ) -> None:
-        """Send ``events`` as SSE until they end; a disconnect closes them.
+        """Send numbered LMSP events through the one SSE pump."""
 
-        With ``prefetch`` the first event is awaited before any header is sent,
-        so an error before it is still answered with a problem document.
-        """
-        task = asyncio.current_task()
-        if task is not None:
-            self.on_close(functools.partial(_cancel, task))
-        try:
-            await self._pump(events, turn, prefetch)
-        except asyncio.CancelledError:
-            pass  # the client went away: closing the events stopped the work
-        finally:
-            await events.aclose()  # type: ignore[attr-defined]
-        if not self._finished:
-            self.finish()
+        def failed(err: APIError) -> list[SSE]:
+            unnumbered: Stamped = (None, "error", {"error": problem(err)})
+            return sse_batch(on_error(err) if on_error else [unnumbered])
 
-    async def _pump(
-        self, events: AsyncIterator[Stamped], turn: Turn | None, prefetch: bool
-    ) -> None:
-        first: Stamped | None = None
-        if prefetch:
-            first = await anext(events, None)
-        self.start_sse()
-        if turn is not None:
-            self.set_header("x-superfluid-warm", str(turn.cached_tokens))
-        last = 0
-        try:
-            if first is None:
-                await self.flush()
-            else:
-                last = await self.send_event(first) or last
-            async for event in events:
-                last = await self.send_event(event) or last
-        except ClientGone:
-            return
-        except Exception as err:  # after the headers: the stream's own error event
-            if not isinstance(err, APIError):
-                log.exception("superfluid: LMSP stream failed")
-                err = APIError("internal error", status=500, code="internal_error")
-            number = last + 1 if prefetch else None
-            await self.send_event((number, "error", {"error": problem(err)}))
-
-    async def send_event(self, event: Stamped) -> int | None:
-        """Send one numbered event; its id."""
-        number, name, data = event
-        await self.send_sse(json.dumps(data), event=name, event_id=number)
-        return number
+        await self.pump(_as_sse(batches), warm=warm, on_error=failed, headers_first=headers_first)
 
 
 class DiscoveryHandler(LmspHandler):
@@ -142,13 +104,7 @@ class CreatingHandler(LmspHandler):
         self.set_header(REPLAYED_HEADER, "true")
         kind = result.get("kind")
         if kind == "stream":
-            self.start_sse()
-            try:
-                for number, name, data in result["events"]:
-                    await self.send_event((number, name, data))
-            except ClientGone:
-                return
-            self.finish()
+            await self.pump_events(_once([tuple(e) for e in result["events"]]))
         elif kind == "task":
             record = await self.tasks.get(result["task_id"], self.principal)
             self.write_json(task_object(record, self.base() + "/tasks"), status=202)
@@ -214,10 +170,15 @@ class ResponsesHandler(CreatingHandler):
         try:
             lt = await service.prepare(body, self.principal)
             if lt.req.stream:
-                await self.pump(service.stream(lt, outcome), lt.turn)
+                await self.pump_events(
+                    service.stream(lt, outcome),
+                    warm=lambda: lt.prepared.turn.cached_tokens,
+                    on_error=lt.encoder.error,
+                )
                 return
             result = await service.create(lt, outcome)
-            self.set_header("x-superfluid-warm", str(lt.turn.result.usage.cached_tokens))
+            warm = lt.prepared.turn.result.usage.cached_tokens
+            self.set_header("x-superfluid-warm", str(warm))
             self.write_json(result)
         finally:
             if outcome is not None:
@@ -283,7 +244,7 @@ class TaskEventsHandler(TaskHandlerBase):
         await runner.get(task_id, self.principal)
         after, param = self.resume_point()
         await runner.check_retained(task_id, after, param)
-        await self.pump(_numbered(runner.follow(task_id, after)), prefetch=False)
+        await self.pump_events(_numbered(runner.follow(task_id, after)), headers_first=True)
 
     def resume_point(self) -> tuple[int, str]:
         """The last id the client saw, and where it said so; ``after`` wins."""
@@ -320,13 +281,26 @@ class UnknownHandler(LmspHandler):
     get = post = put = patch = delete = _unknown  # type: ignore[assignment]
 
 
-def _cancel(task: asyncio.Task[Any]) -> None:
-    task.cancel()  # the client left: cancelling closes the events, which stops the work
+def sse_batch(events: list[Stamped]) -> list[SSE]:
+    """Numbered LMSP events as server-sent events."""
+    return [SSE.json(data, event=name, id=number) for number, name, data in events]
 
 
-async def _numbered(events: AsyncIterator[Any]) -> AsyncIterator[Stamped]:
+async def _as_sse(batches: AsyncIterator[list[Stamped]]) -> AsyncGenerator[list[SSE], None]:
+    try:
+        async for batch in batches:
+            yield sse_batch(batch)
+    finally:
+        await batches.aclose()  # type: ignore[attr-defined]
+
+
+async def _once(events: list[Any]) -> AsyncGenerator[list[Stamped], None]:
+    yield events
+
+
+async def _numbered(events: AsyncIterator[Any]) -> AsyncGenerator[list[Stamped], None]:
     async for event in events:
-        yield event.seq, event.event, event.data
+        yield [(event.seq, event.event, event.data)]
 
 
 def _event_id(text: str, param: str) -> int:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import Superfluid
+from ..generation.lifecycle import StoredTurns
 from ..generation.models import ModelHub
-from ..generation.service import ChatService
 from ..sessions import Store
 from .discovery import Discovery
 from .idempotency import Idempotency
@@ -24,9 +24,11 @@ class Lmsp:
     discovery: Discovery
 
     @classmethod
-    def create(cls, chat: ChatService, store: Store, models: ModelHub, config: Superfluid) -> Lmsp:
-        """Build the LMSP services on the shared chat path and store."""
-        responses = LmspResponses(chat, store, models)
+    def create(
+        cls, lifecycle: StoredTurns, store: Store, models: ModelHub, config: Superfluid
+    ) -> Lmsp:
+        """Build the LMSP services on the shared stored-turn lifecycle and store."""
+        responses = LmspResponses(lifecycle, models)
         return cls(
             responses,
             TaskRunner(responses, store),

@@ -57,7 +57,7 @@ class TaskRunner:
         record = await asyncio.to_thread(
             self.store.create_task,
             body,
-            principal=lt.principal.owner,
+            principal=lt.prepared.owner,
             task_id=task_id,
             response_id=lt.id,
             idempotency=result,
@@ -96,13 +96,14 @@ class TaskRunner:
         flushed_at = 0.0
         events = self.responses.stream(lt)
         try:
-            async for _, name, data in events:
-                if name in FINAL_EVENTS:
-                    if pending and not await self._append(task_id, pending):
+            async for batch in events:
+                for _, name, data in batch:
+                    if name in FINAL_EVENTS:
+                        if pending and not await self._append(task_id, pending):
+                            return
+                        await self._finish(task_id, lt, name, data)
                         return
-                    await self._finish(task_id, lt, name, data)
-                    return
-                pending.append((name, data))
+                    pending.append((name, data))
                 if time.monotonic() - flushed_at >= FLUSH_EVERY_S:
                     if not await self._append(task_id, pending):
                         return  # cancelled meanwhile: the final event is written

@@ -22,9 +22,10 @@ from ..chat.types import (
     ToolChoice,
     ToolSpec,
 )
-from ..errors import InvalidRequest
+from ..errors import APIError, InvalidRequest, generation_error
 from ..generation.media import MEDIA_MARKER, audio_part, image_url_part
 from ..generation.service import ChatService, Turn, TurnResult
+from ..web.sse import SSE
 from .protocol import ChatCompletionRequest, parse
 
 ROLES = {
@@ -233,8 +234,14 @@ class ChatCompletions:
             "usage": usage_body(result),
         }
 
-    async def stream(self, req: ChatCompletionRequest, turn: Turn) -> AsyncGenerator[str, None]:
-        """chat.completion.chunk events as JSON strings, then ``[DONE]``."""
+    async def stream(
+        self, req: ChatCompletionRequest, turn: Turn
+    ) -> AsyncGenerator[list[SSE], None]:
+        """chat.completion.chunk events, one batch per neutral event, then ``[DONE]``."""
+        async for chunk in self._chunks(req, turn):
+            yield [SSE(chunk)]
+
+    async def _chunks(self, req: ChatCompletionRequest, turn: Turn) -> AsyncGenerator[str, None]:
         env = _envelope(req, "chat.completion.chunk")
         calls: dict[int, int] = {}  # output index → tool_calls index
 
@@ -265,9 +272,7 @@ class ChatCompletions:
                     yield chunk(_delta(event, calls))
                 elif isinstance(event, Finished):
                     if event.status == "failed":
-                        yield json.dumps(
-                            {"error": {"message": event.reason or "failed", "type": "server_error"}}
-                        )
+                        yield stream_error(generation_error(event.reason, event.code))[0].data
                         return
                     await self.chat.commit(turn)
                     yield chunk({}, finish_reason(turn.result))
@@ -276,6 +281,12 @@ class ChatCompletions:
         if (req.stream_options or {}).get("include_usage"):
             yield json.dumps({**env, "choices": [], "usage": usage_body(turn.result)})
         yield "[DONE]"
+
+
+def stream_error(err: APIError) -> list[SSE]:
+    """The chunk that ends a chat-completions stream on an error after it began."""
+    body = {"message": err.message, "type": err.type, "param": err.param, "code": err.code}
+    return [SSE(json.dumps({"error": body}))]
 
 
 def _delta(event: TextDelta, calls: dict[int, int]) -> dict[str, Any]:

@@ -1,17 +1,21 @@
-"""Pure serializers: neutral chat events → Responses output items and stream events.
+"""Pure serializers: neutral chat events → Responses stream events.
 
-``OutputAssembler`` knows nothing of HTTP or storage: it turns each neutral
-event into the OpenAI stream events it implies (unnumbered) and keeps the
-output items as they grow. ``Sequencer`` stamps ``sequence_number`` from 0.
+``ResponsesEncoder`` knows nothing of HTTP or storage: the stored-turn
+lifecycle hands it each neutral event and it returns the OpenAI stream events
+that event implies, numbered with ``sequence_number`` from 0. Items finish in
+the one Responses shape the store keeps (``lifecycle.output_item``), so a
+streamed item equals the stored one.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..chat.types import ChatEvent, ItemDone, ItemStarted, OutputItem, TextDelta
+from ..chat.types import ChatEvent, ItemDone, ItemStarted, TextDelta
+from ..generation.lifecycle import StoredResponse, call_id, item_id, output_item
+from .stored import response_body
 
-PART_TYPE = {"reasoning": "reasoning_text", "message": "output_text"}
+Event = dict[str, Any]
 
 
 def text_part(kind: str, text: str) -> dict[str, Any]:
@@ -21,95 +25,102 @@ def text_part(kind: str, text: str) -> dict[str, Any]:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
-class OutputAssembler:
-    """Builds output items and their stream events for one response."""
+class ResponsesEncoder:
+    """The stream events of one response, numbered from 0."""
 
     def __init__(self, response_id: str) -> None:
-        self.hex = response_id.removeprefix("resp_")
-        self.items: dict[int, dict[str, Any]] = {}
-        self.texts: dict[int, str] = {}
+        self.response_id = response_id
+        self.ids: dict[int, str] = {}
+        self.next = 0
 
-    def output(self) -> list[dict[str, Any]]:
-        """The output items so far, in order."""
-        return [self.items[i] for i in sorted(self.items)]
+    def _numbered(self, events: list[Event]) -> list[Event]:
+        for event in events:
+            event["sequence_number"] = self.next
+            self.next += 1
+        return events
 
-    def on(self, event: ChatEvent) -> list[dict[str, Any]]:
-        """The stream events ``event`` implies."""
+    def opened(self, pending: StoredResponse) -> list[Event]:
+        """``response.created`` and ``response.in_progress``."""
+        start = response_body(pending)
+        return self._numbered(
+            [
+                {"type": "response.created", "response": start},
+                {"type": "response.in_progress", "response": response_body(pending)},
+            ]
+        )
+
+    def on(self, event: ChatEvent) -> list[Event]:
+        """The stream events one neutral item event implies."""
         if isinstance(event, ItemStarted):
-            return self._started(event)
+            return self._numbered(self._started(event))
         if isinstance(event, TextDelta):
-            return self._delta(event)
+            return self._numbered(self._delta(event))
         if isinstance(event, ItemDone):
-            return self._done(event.index, event.item)
+            return self._numbered(self._done(event))
         return []
 
-    def _item_id(self, kind: str, index: int) -> str:
-        prefix = {"reasoning": "rs", "message": "msg", "function_call": "fc"}[kind]
-        return f"{prefix}_{self.hex}_{index}"
+    def closed(self, response: StoredResponse) -> list[Event]:
+        """The final events: ``response.completed``/``incomplete``, or ``error`` + ``failed``."""
+        body = response_body(response)
+        if response.status == "failed":
+            error = body["error"]
+            failed = {"type": "response.failed", "response": body}
+            return self.error(error["code"], error["message"]) + self._numbered([failed])
+        if response.status == "cancelled":
+            return []
+        return self._numbered([{"type": f"response.{response.status}", "response": body}])
 
-    def _started(self, ev: ItemStarted) -> list[dict[str, Any]]:
+    def error(self, code: str, message: str, param: str | None = None) -> list[Event]:
+        """The ``error`` event of a stream that cannot go on."""
+        return self._numbered([{"type": "error", "code": code, "message": message, "param": param}])
+
+    def _started(self, ev: ItemStarted) -> list[Event]:
         i = ev.index
-        item_id = self._item_id(ev.kind, i)
-        self.texts[i] = ""
+        iid = self.ids[i] = item_id(self.response_id, ev.kind, i)
         if ev.kind == "function_call":
             item: dict[str, Any] = {
-                "id": item_id,
+                "id": iid,
                 "type": "function_call",
-                "call_id": f"call_{self.hex}_{i}",
+                "call_id": call_id(self.response_id, i, ev.call_id),
                 "name": ev.name or "",
                 "arguments": "",
                 "status": "in_progress",
             }
             if ev.namespace:
                 item["namespace"] = ev.namespace
-            self.items[i] = item
-            return [{"type": "response.output_item.added", "output_index": i, "item": dict(item)}]
+            return [{"type": "response.output_item.added", "output_index": i, "item": item}]
         if ev.kind == "reasoning":
-            item = {
-                "id": item_id,
-                "type": "reasoning",
-                "summary": [],
-                "content": [],
-                "status": "in_progress",
-            }
+            item = {"id": iid, "type": "reasoning", "summary": [], "content": []}
         else:
-            item = {
-                "id": item_id,
-                "type": "message",
-                "role": "assistant",
-                "status": "in_progress",
-                "content": [],
-            }
-        self.items[i] = item
+            item = {"id": iid, "type": "message", "role": "assistant", "content": []}
+        item["status"] = "in_progress"
         return [
-            {"type": "response.output_item.added", "output_index": i, "item": _copy(item)},
+            {"type": "response.output_item.added", "output_index": i, "item": item},
             {
                 "type": "response.content_part.added",
-                "item_id": item_id,
+                "item_id": iid,
                 "output_index": i,
                 "content_index": 0,
                 "part": text_part(ev.kind, ""),
             },
         ]
 
-    def _delta(self, ev: TextDelta) -> list[dict[str, Any]]:
-        if not ev.text or ev.index not in self.items:
+    def _delta(self, ev: TextDelta) -> list[Event]:
+        if not ev.text or ev.index not in self.ids:
             return []
-        self.texts[ev.index] += ev.text
-        base = {"item_id": self.items[ev.index]["id"], "output_index": ev.index, "delta": ev.text}
+        base = {"item_id": self.ids[ev.index], "output_index": ev.index, "delta": ev.text}
         if ev.kind == "function_call":
             return [{"type": "response.function_call_arguments.delta", **base}]
         if ev.kind == "reasoning":
             return [{"type": "response.reasoning_text.delta", **base, "content_index": 0}]
         return [{"type": "response.output_text.delta", **base, "content_index": 0, "logprobs": []}]
 
-    def _done(self, i: int, out: OutputItem) -> list[dict[str, Any]]:
-        item = self.items[i]
-        status = "completed" if out.complete else "incomplete"
+    def _done(self, ev: ItemDone) -> list[Event]:
+        i, out = ev.index, ev.item
+        item = output_item(self.response_id, i, out)
         base = {"item_id": item["id"], "output_index": i}
-        events: list[dict[str, Any]] = []
+        events: list[Event] = []
         if out.kind == "function_call":
-            item.update(arguments=out.text, status=status, name=out.name or item["name"])
             events.append(
                 {
                     "type": "response.function_call_arguments.done",
@@ -120,40 +131,14 @@ class OutputAssembler:
             )
         else:
             part = text_part(out.kind, out.text)
-            item.update(content=[part], status=status)
-            done_type = (
-                "response.reasoning_text.done"
-                if out.kind == "reasoning"
-                else "response.output_text.done"
-            )
-            done: dict[str, Any] = {"type": done_type, **base, "content_index": 0, "text": out.text}
+            kind = "reasoning_text" if out.kind == "reasoning" else "output_text"
+            done: Event = {"type": f"response.{kind}.done", **base, "content_index": 0}
+            done["text"] = out.text
             if out.kind == "message":
                 done["logprobs"] = []
             events += [
                 done,
-                {
-                    "type": "response.content_part.done",
-                    **base,
-                    "content_index": 0,
-                    "part": dict(part),
-                },
+                {"type": "response.content_part.done", **base, "content_index": 0, "part": part},
             ]
-        events.append({"type": "response.output_item.done", "output_index": i, "item": _copy(item)})
+        events.append({"type": "response.output_item.done", "output_index": i, "item": item})
         return events
-
-
-def _copy(item: dict[str, Any]) -> dict[str, Any]:
-    return {k: (list(v) if isinstance(v, list) else v) for k, v in item.items()}
-
-
-class Sequencer:
-    """Stamps ``sequence_number`` on each event, counting from 0."""
-
-    def __init__(self) -> None:
-        self.next = 0
-
-    def stamp(self, event: dict[str, Any]) -> dict[str, Any]:
-        """``event`` with its sequence number."""
-        event["sequence_number"] = self.next
-        self.next += 1
-        return event

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncGenerator
 from typing import ClassVar
 
 from pydantic import BaseModel
 
 from ..generation.models import ModelHub
-from ..generation.service import Turn
-from ..web.base import Access, ClientGone, ProtocolHandler, Route
-from .chat_completions import ChatCompletions
+from ..web.base import Access, ProtocolHandler, Route
+from .chat_completions import ChatCompletions, stream_error
 from .models import model_list, model_object
 from .protocol import ChatCompletionRequest
 
@@ -20,38 +17,6 @@ class OpenAIHandler(ProtocolHandler):
     """Base of the OpenAI handlers: OpenAI's error shape."""
 
     error_style = "openai"
-
-    async def pump_sse(
-        self, chunks: AsyncGenerator[str, None], turn: Turn, *, named: bool = False
-    ) -> None:
-        """Send ``chunks`` as SSE; a disconnect closes them, which cancels generation.
-
-        The first chunk comes once the prompt is evaluated, so the warm header
-        can carry the engine's count.
-        """
-        self.start_sse()
-        task = asyncio.current_task()
-
-        def cancel() -> None:
-            if task is not None:
-                task.cancel()
-
-        self.on_close(cancel)
-        try:
-            async for chunk in chunks:
-                if not self._headers_written:
-                    self.set_header("x-superfluid-warm", str(turn.cached_tokens))
-                if named:
-                    event, _, data = chunk.partition("\n")
-                    await self.send_sse(data, event=event)
-                else:
-                    await self.send_sse(chunk)
-        except (ClientGone, asyncio.CancelledError):
-            pass
-        finally:
-            await chunks.aclose()  # type: ignore[attr-defined]
-        if not self._finished:
-            self.finish()
 
 
 class ServedModelsHandler(OpenAIHandler):
@@ -91,7 +56,8 @@ class ChatCompletionsHandler(OpenAIHandler):
         """A chat completion, streamed or not."""
         req, turn = await self.service.prepare(self.json_body())
         if req.stream:
-            await self.pump_sse(self.service.stream(req, turn), turn)
+            batches = self.service.stream(req, turn)
+            await self.pump(batches, warm=lambda: turn.cached_tokens, on_error=stream_error)
             return
         body = await self.service.complete(req, turn)
         self.set_header("x-superfluid-warm", str(turn.result.usage.cached_tokens))

@@ -1,92 +1,53 @@
-"""``/v1/responses``: the Responses API over the one chat path and the durable store.
+"""``/v1/responses``: the Responses API over the one chat path and the stored-turn lifecycle.
 
 ``Responses.prepare`` validates a request and renders it (continuing a stored
-conversation forked warm or rebuilt); ``create`` and ``stream`` run it and
-store the response before the client sees it complete.
+conversation forked warm or rebuilt); ``create`` and ``stream`` run it through
+the lifecycle, which stores the response before the client sees it complete.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import AsyncGenerator
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
-from ..chat.types import ChatRequest, ChatSampling, Finished, PromptProcessed
-from ..errors import InvalidRequest, NotFound, UnsupportedParameter, generation_error
-from ..generation.continuation import load_continuation
+from ..chat.types import ChatRequest, ChatSampling
+from ..errors import APIError, InvalidRequest, UnsupportedParameter
 from ..generation.items import (
     normalize_input,
-    preview,
     to_messages,
     to_output_format,
     to_tool_choice,
     to_tools,
-    with_ids,
 )
-from ..generation.models import ModelHub
-from ..generation.prompting import Continuation
-from ..generation.service import ChatService, Turn
-from ..sessions import (
-    NewResponse,
-    ResponseNotFound,
-    ResponseRecord,
-    SessionNotFound,
-    Store,
-    new_id,
-)
+from ..generation.lifecycle import PreparedTurn, SilentEncoder, StoredTurns
 from ..web.auth import Principal
-from .events import OutputAssembler, Sequencer
+from ..web.sse import SSE
+from .events import ResponsesEncoder
 from .protocol import ListQuery, ResponseCreateRequest, parse
-from .stored import openai_body
+from .stored import response_body
 
+ErrorEvents = Callable[[APIError], list[SSE]]
 ECHOED = (
     "instructions",
     "tools",
     "tool_choice",
-    "temperature",
-    "top_p",
     "max_output_tokens",
-    "metadata",
     "parallel_tool_calls",
     "truncation",
 )
 
 
-@dataclass
-class ResponseTurn:
-    """A validated, rendered Responses request."""
-
-    id: str
-    req: ResponseCreateRequest
-    body: dict[str, Any]
-    input_items: list[dict[str, Any]]
-    turn: Turn
-    principal: Principal
-    created_at: int
-
-
-def previous_not_found(prev_id: str) -> InvalidRequest:
-    """The spec's error for an unknown, deleted or unstored previous response."""
-    return InvalidRequest(
-        f"previous response with id '{prev_id}' not found",
-        param="previous_response_id",
-        code="previous_response_not_found",
-    )
-
-
 class Responses:
     """Create, stream, retrieve, list and delete stored responses."""
 
-    def __init__(self, chat: ChatService, store: Store, models: ModelHub) -> None:
-        self.chat = chat
-        self.store = store
-        self.models = models
+    def __init__(self, lifecycle: StoredTurns) -> None:
+        self.lifecycle = lifecycle
 
     # -- create ---------------------------------------------------------------
 
-    async def prepare(self, body: dict[str, Any], principal: Principal) -> ResponseTurn:
+    async def prepare(
+        self, body: dict[str, Any], principal: Principal
+    ) -> tuple[ResponseCreateRequest, PreparedTurn]:
         """Validate ``body``, resolve its conversation and render its prompt."""
         req = parse(ResponseCreateRequest, body)
         _refuse_unsupported(req)
@@ -95,7 +56,10 @@ class Responses:
         if not messages:
             raise InvalidRequest("input must not be empty", param="input")
         tools = to_tools(req.tools)
-        cont, model = await self._continuation(req, principal)
+        if not req.previous_response_id and not req.model:
+            raise InvalidRequest("model is required", param="model")
+        cont, prev = await self.lifecycle.continuation(req.previous_response_id, principal.owner)
+        model = req.model or (prev.model if prev is not None else "")
         chat_request = ChatRequest(
             model=model,
             messages=messages,
@@ -112,172 +76,52 @@ class Responses:
             reasoning_effort=req.reasoning.effort if req.reasoning else None,
             instructions=req.instructions,
         )
-        turn = await self.chat.prepare(chat_request, cont)
-        rid = new_id("resp_")
-        return ResponseTurn(rid, req, body, with_ids(items, rid), turn, principal, int(time.time()))
+        return req, await self.lifecycle.prepare(
+            chat_request,
+            cont,
+            owner=principal.owner,
+            protocol="openai",
+            store=req.store,
+            previous_response_id=req.previous_response_id,
+            input_items=items,
+            echo=_echo(req, body),
+        )
 
-    async def _continuation(
-        self, req: ResponseCreateRequest, principal: Principal
-    ) -> tuple[Continuation | None, str]:
-        if not req.previous_response_id:
-            if not req.model:
-                raise InvalidRequest("model is required", param="model")
-            return None, req.model
-        prev_id = req.previous_response_id
-        found = await load_continuation(self.store, prev_id, principal.owner)
-        if found is None:
-            raise previous_not_found(prev_id)
-        cont, prev = found
-        return cont, req.model or prev.model
-
-    def skeleton(self, rt: ResponseTurn, status: str) -> dict[str, Any]:
-        """The response object without output, echoing the request as the spec says."""
-        req = rt.req
-        body: dict[str, Any] = {
-            "id": rt.id,
-            "object": "response",
-            "created_at": rt.created_at,
-            "status": status,
-            "model": rt.turn.request.model,
-            "previous_response_id": req.previous_response_id,
-            "store": req.store,
-            "background": False,
-            "error": None,
-            "incomplete_details": None,
-            "output": [],
-            "usage": None,
-            "text": {"format": (rt.body.get("text") or {}).get("format") or {"type": "text"}},
-            "reasoning": {
-                "effort": req.reasoning.effort if req.reasoning else None,
-                "summary": None,
-            },
-            "user": None,
-        }
-        for key in ECHOED:
-            body[key] = getattr(req, key)
-        body["metadata"] = req.metadata or {}
-        return body
-
-    def final_body(self, rt: ResponseTurn, assembler: OutputAssembler) -> dict[str, Any]:
-        """The finished response object."""
-        result = rt.turn.result
-        body = self.skeleton(rt, result.status)
-        body["output"] = assembler.output()
-        if result.status == "incomplete":
-            body["incomplete_details"] = {"reason": result.reason or "max_output_tokens"}
-        if result.status == "failed":
-            body["error"] = {"code": "server_error", "message": result.reason or "failed"}
-        u = result.usage
-        body["usage"] = {
-            "input_tokens": u.input_tokens,
-            "input_tokens_details": {
-                "cached_tokens": u.cached_tokens,
-                "cache_write_tokens": u.input_tokens - u.cached_tokens,
-            },
-            "output_tokens": u.output_tokens,
-            "output_tokens_details": {"reasoning_tokens": u.reasoning_tokens},
-            "total_tokens": u.total_tokens,
-        }
-        return body
-
-    async def _commit(self, rt: ResponseTurn, body: dict[str, Any]) -> None:
-        """Log the session and, when stored, the response: durable before visible."""
-        record = None
-        if rt.req.store and body["status"] in ("completed", "incomplete"):
-            record = NewResponse(
-                id=rt.id,
-                model=body["model"],
-                status=body["status"],
-                body=body,
-                input_items=rt.input_items,
-                output_items=body["output"],
-                previous_response_id=rt.req.previous_response_id,
-                principal=rt.principal.owner,
-                created_at=rt.created_at,
-                cached_tokens=rt.turn.result.usage.cached_tokens,
-                preview=preview(rt.input_items, body["output"]),
-            )
-        try:
-            await self.chat.commit(rt.turn, record)
-        except (ResponseNotFound, SessionNotFound) as err:
-            # The previous response was deleted while this turn generated.
-            raise previous_not_found(rt.req.previous_response_id or "") from err
-
-    async def create(self, rt: ResponseTurn) -> dict[str, Any]:
+    async def create(self, pt: PreparedTurn) -> dict[str, Any]:
         """Run to the end; the stored response object."""
-        assembler = OutputAssembler(rt.id)
-        async for event in self.chat.run(rt.turn):
-            assembler.on(event)
-        body = self.final_body(rt, assembler)
-        if body["status"] == "failed":
-            raise generation_error(rt.turn.result.reason, rt.turn.result.code)
-        await self._commit(rt, body)
-        return body
+        return response_body(await self.lifecycle.complete(pt, SilentEncoder()))
 
-    async def stream(self, rt: ResponseTurn) -> AsyncGenerator[dict[str, Any], None]:
-        """Stream events, numbered from 0; the final one after the response is stored."""
-        seq = Sequencer()
-        assembler = OutputAssembler(rt.id)
-        events = self.chat.run(rt.turn)
-        try:
-            async for event in events:
-                if isinstance(event, PromptProcessed):
-                    start = self.skeleton(rt, "in_progress")
-                    yield seq.stamp({"type": "response.created", "response": start})
-                    yield seq.stamp({"type": "response.in_progress", "response": dict(start)})
-                elif isinstance(event, Finished):
-                    async for final in self._final_events(rt, assembler):
-                        yield seq.stamp(final)
-                else:
-                    for out in assembler.on(event):
-                        yield seq.stamp(out)
-        finally:
-            await events.aclose()
+    def stream(self, pt: PreparedTurn) -> tuple[AsyncIterator[list[SSE]], ErrorEvents]:
+        """Batches of events numbered from 0, the final one after the response is stored;
+        and the events that end the stream on an error after it began."""
+        encoder = ResponsesEncoder(pt.id)
 
-    async def _final_events(
-        self, rt: ResponseTurn, assembler: OutputAssembler
-    ) -> AsyncGenerator[dict[str, Any], None]:
-        body = self.final_body(rt, assembler)
-        if body["status"] == "failed":
-            yield {
-                "type": "error",
-                "code": "server_error",
-                "message": rt.turn.result.reason or "generation failed",
-                "param": None,
-            }
-            yield {"type": "response.failed", "response": body}
-            return
-        if body["status"] == "cancelled":
-            return
-        await self._commit(rt, body)
-        yield {"type": f"response.{body['status']}", "response": body}
+        async def batches() -> AsyncGenerator[list[SSE], None]:
+            run = self.lifecycle.run(pt, encoder)
+            try:
+                async for batch in run:
+                    yield [SSE.json(e, event=e["type"]) for e in batch]
+            finally:
+                await run.aclose()
+
+        def on_error(err: APIError) -> list[SSE]:
+            return [SSE.json(e, event=e["type"]) for e in encoder.error(err.code, err.message)]
+
+        return batches(), on_error
 
     # -- stored objects -------------------------------------------------------
 
-    async def record(self, response_id: str, principal: Principal) -> ResponseRecord:
-        """A stored response visible to ``principal``, or 404."""
-        rec = await asyncio.to_thread(self.store.get_response, response_id, principal.owner)
-        if rec is None:
-            raise NotFound(
-                f"no response with id '{response_id}'",
-                param="response_id",
-                code="response_not_found",
-            )
-        return rec
-
     async def retrieve(self, response_id: str, principal: Principal) -> dict[str, Any]:
         """``GET /v1/responses/{id}``."""
-        return openai_body(await self.record(response_id, principal))
+        return response_body(await self.lifecycle.retrieve(response_id, principal.owner))
+
+    async def check_exists(self, response_id: str, principal: Principal) -> None:
+        """404 unless ``response_id`` is a stored response ``principal`` sees."""
+        await self.lifecycle.record(response_id, principal.owner)
 
     async def delete(self, response_id: str, principal: Principal) -> dict[str, Any]:
         """``DELETE /v1/responses/{id}``: remove the record, purge its session."""
-        deleted = await asyncio.to_thread(self.store.delete_response, response_id, principal.owner)
-        if not deleted:
-            raise NotFound(
-                f"no response with id '{response_id}'",
-                param="response_id",
-                code="response_not_found",
-            )
+        await self.lifecycle.delete(response_id, principal.owner)
         return {"id": response_id, "object": "response", "deleted": True}
 
     async def input_items(
@@ -285,7 +129,7 @@ class Responses:
     ) -> dict[str, Any]:
         """``GET /v1/responses/{id}/input_items``, paginated."""
         q = parse(ListQuery, query)
-        items = list((await self.record(response_id, principal)).input_items)
+        items = list((await self.lifecycle.record(response_id, principal.owner)).input_items)
         if q.order == "desc":
             items.reverse()
         if q.after is not None:
@@ -305,18 +149,9 @@ class Responses:
     async def listing(self, principal: Principal, query: dict[str, Any]) -> dict[str, Any]:
         """``GET /v1/responses``: stored responses newest first, for trees and history."""
         q = parse(ListQuery, query)
-        try:
-            records = await asyncio.to_thread(
-                self.store.list_responses,
-                principal.owner,
-                limit=q.limit + 1,
-                after=q.after,
-                order=q.order,
-            )
-        except ResponseNotFound as err:
-            raise InvalidRequest(f"after: no response '{q.after}'", param="after") from err
-        has_more = len(records) > q.limit
-        records = records[: q.limit]
+        records, has_more = await self.lifecycle.listing(
+            principal.owner, limit=q.limit, after=q.after, order=q.order
+        )
         data = [
             {
                 "id": r.id,
@@ -337,6 +172,15 @@ class Responses:
             "last_id": data[-1]["id"] if data else None,
             "has_more": has_more,
         }
+
+
+def _echo(req: ResponseCreateRequest, body: dict[str, Any]) -> dict[str, Any]:
+    """The request's parameters a response object echoes."""
+    echo = {key: getattr(req, key) for key in ECHOED}
+    echo["text"] = {"format": (body.get("text") or {}).get("format") or {"type": "text"}}
+    echo["reasoning"] = {"effort": req.reasoning.effort if req.reasoning else None, "summary": None}
+    echo["metadata"] = req.metadata or {}
+    return echo
 
 
 def _refuse_unsupported(req: ResponseCreateRequest) -> None:

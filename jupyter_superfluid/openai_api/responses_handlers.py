@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import ClassVar
 
 from pydantic import BaseModel
@@ -29,29 +28,19 @@ class ResponsesHandler(StoredResponsesHandler):
 
     async def post(self) -> None:
         """Create a response, streamed or not."""
-        service = self.responses
-        rt = await service.prepare(self.json_body(), self.principal)
-        if rt.req.stream:
-            events = service.stream(rt)
-            await self.pump_sse(_named(events), rt.turn, named=True)
+        req, pt = await self.responses.prepare(self.json_body(), self.principal)
+        if req.stream:
+            batches, on_error = self.responses.stream(pt)
+            await self.pump(batches, warm=lambda: pt.turn.cached_tokens, on_error=on_error)
             return
-        body = await service.create(rt)
-        self.set_header("x-superfluid-warm", str(rt.turn.result.usage.cached_tokens))
+        body = await self.responses.create(pt)
+        self.set_header("x-superfluid-warm", str(pt.turn.result.usage.cached_tokens))
         self.write_json(body)
 
     async def get(self) -> None:
         """Stored responses of this principal, newest first."""
         query = {k: self.get_query_argument(k) for k in self.request.query_arguments}
         self.write_json(await self.responses.listing(self.principal, query))
-
-
-async def _named(events):  # type: ignore[no-untyped-def]
-    """Each event as ``name\\njson`` for ``pump_sse(named=True)``."""
-    try:
-        async for event in events:
-            yield f"{event['type']}\n{json.dumps(event)}"
-    finally:
-        await events.aclose()
 
 
 class ResponseHandler(StoredResponsesHandler):
@@ -80,7 +69,7 @@ class CancelHandler(StoredResponsesHandler):
 
     async def post(self, response_id: str) -> None:
         """Always 400, as the spec says."""
-        await self.responses.record(response_id, self.principal)
+        await self.responses.check_exists(response_id, self.principal)
         raise UnsupportedParameter(
             "only background responses can be cancelled, and background mode is not served",
             param="response_id",

@@ -1,80 +1,89 @@
-"""Stored responses as the OpenAI API shows them, whichever protocol created them (one store)."""
+"""Responses as the OpenAI API shows them, from the one neutral stored form.
+
+``response_body`` renders any ``StoredResponse`` (running, finished, or read
+back from the store, whichever protocol created it): the neutral facts, and the
+request's echoed parameters, with OpenAI's defaults where the creating request
+said nothing (or was an LMSP request).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..sessions import ResponseRecord
+from ..generation.lifecycle import StoredResponse
+
+# Echoed request parameters and their values when a request did not set them.
+ECHO_DEFAULTS: dict[str, Any] = {
+    "instructions": None,
+    "tools": [],
+    "tool_choice": "auto",
+    "text": {"format": {"type": "text"}},
+    "max_output_tokens": None,
+    "max_tool_calls": None,
+    "reasoning": {"effort": None, "summary": None},
+    "metadata": {},
+    "parallel_tool_calls": True,
+    "truncation": "disabled",
+    "top_logprobs": 0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "service_tier": "default",
+    "safety_identifier": None,
+    "prompt_cache_key": None,
+    "user": None,
+}
+DEFAULT_SAMPLING = {"temperature": 1.0, "top_p": 1.0}
 
 
-def openai_item(item: dict[str, Any]) -> dict[str, Any]:
-    """An output item in OpenAI's shape (LMSP's items are a subset of it)."""
-    kind = item.get("type")
-    status = item.get("status", "completed")
-    if kind == "message":
-        parts = [
-            {"type": "output_text", "text": p.get("text", ""), "annotations": [], "logprobs": []}
-            for p in item.get("content", [])
-        ]
-        return {
-            "id": item["id"],
-            "type": "message",
-            "role": "assistant",
-            "status": status,
-            "content": parts,
-        }
-    if kind == "reasoning":
-        parts = item.get("content") or item.get("summary") or []
-        text = "".join(p.get("text", "") for p in parts)
-        return {
-            "id": item["id"],
-            "type": "reasoning",
-            "summary": [],
-            "status": status,
-            "content": [{"type": "reasoning_text", "text": text}],
-        }
-    return {**item, "status": status}
-
-
-def openai_body(rec: ResponseRecord) -> dict[str, Any]:
-    """The response object of a stored record, in OpenAI's shape."""
-    if rec.protocol == "openai":
-        return dict(rec.body)
-    body = rec.body
-    usage = body.get("usage") or {}
-    inputs, outputs = usage.get("input_tokens", 0), usage.get("output_tokens", 0)
+def usage_body(resp: StoredResponse) -> dict[str, Any] | None:
+    """The Responses usage object."""
+    u = resp.usage
+    if u is None:
+        return None
     return {
-        "id": rec.id,
-        "object": "response",
-        "created_at": int(rec.created_at),
-        "status": rec.status,
-        "model": rec.model,
-        "previous_response_id": rec.previous_response_id,
-        "store": True,
-        "background": False,
-        "error": body.get("error"),
-        "incomplete_details": body.get("incomplete_details"),
-        "output": [openai_item(i) for i in body.get("output", [])],
-        "usage": {
-            "input_tokens": inputs,
-            "input_tokens_details": {
-                "cached_tokens": rec.cached_tokens,
-                "cache_write_tokens": inputs - rec.cached_tokens,
-            },
-            "output_tokens": outputs,
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": inputs + outputs,
+        "input_tokens": u.input_tokens,
+        "input_tokens_details": {
+            "cached_tokens": u.cached_tokens,
+            "cache_write_tokens": u.input_tokens - u.cached_tokens,
         },
-        "instructions": None,
-        "tools": [],
-        "tool_choice": "auto",
-        "parallel_tool_calls": True,
-        "temperature": None,
-        "top_p": None,
-        "max_output_tokens": None,
-        "metadata": {},
-        "text": {"format": {"type": "text"}},
-        "truncation": "disabled",
-        "reasoning": {"effort": None, "summary": None},
-        "user": None,
+        "output_tokens": u.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": u.reasoning_tokens},
+        "total_tokens": u.total_tokens,
+    }
+
+
+def response_body(resp: StoredResponse) -> dict[str, Any]:
+    """The response object of ``resp`` in OpenAI's shape."""
+    echo = resp.echo if resp.protocol == "openai" else {}
+    body: dict[str, Any] = {
+        "id": resp.id,
+        "object": "response",
+        "created_at": resp.created_at,
+        "completed_at": resp.completed_at,
+        "status": resp.status,
+        "model": resp.model,
+        "previous_response_id": resp.previous_response_id,
+        "store": resp.store,
+        "background": False,
+        "error": _error(resp),
+        "incomplete_details": {"reason": resp.incomplete_reason}
+        if resp.incomplete_reason
+        else None,
+        "output": [dict(item) for item in resp.output],
+        "usage": usage_body(resp),
+    }
+    for key, default in ECHO_DEFAULTS.items():
+        body[key] = echo.get(key, default)
+    for key, default in DEFAULT_SAMPLING.items():
+        value = resp.sampling.get(key)
+        body[key] = default if value is None else value
+    return body
+
+
+def _error(resp: StoredResponse) -> dict[str, Any] | None:
+    if not resp.error:
+        return None
+    return {
+        "code": resp.error.get("code") or "server_error",
+        "message": resp.error.get("message") or "generation failed",
     }

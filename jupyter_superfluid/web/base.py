@@ -14,15 +14,16 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from tornado import web
-from tornado.iostream import StreamClosedError
 
 from ..errors import APIError, Forbidden, InvalidRequest, Unauthorized
+from . import sse
 from .auth import KeyRing, Principal
+from .sse import SSE
 
 HTTP_TITLES = {
     400: "Bad Request",
@@ -46,10 +47,6 @@ class Access:
 
     keys: KeyRing
     max_request_bytes: int
-
-
-class ClientGone(Exception):
-    """The client closed the connection of a stream."""
 
 
 def openai_error_body(err: APIError) -> dict[str, Any]:
@@ -84,7 +81,6 @@ class ProtocolHandler(web.RequestHandler):
     scope: ClassVar[dict[str, str]] = {}  # method -> LMSP scope needed
     access: Access
     principal: Principal
-    _on_close: list[Callable[[], None]]
 
     # -- auth ---------------------------------------------------------------
 
@@ -174,31 +170,16 @@ class ProtocolHandler(web.RequestHandler):
 
     # -- server-sent events ------------------------------------------------
 
-    def start_sse(self) -> None:
-        """Send the headers of an event stream."""
-        self.set_header("Content-Type", "text/event-stream; charset=utf-8")
-        self.set_header("Cache-Control", "no-cache")
-        self.set_header("X-Accel-Buffering", "no")
-
-    async def send_sse(
-        self, data: str, *, event: str | None = None, event_id: int | None = None
+    async def pump(
+        self,
+        batches: AsyncIterator[list[SSE]],
+        *,
+        warm: Callable[[], int] | None = None,
+        on_error: Callable[[APIError], list[SSE]] | None = None,
+        headers_first: bool = False,
     ) -> None:
-        """Write one event and flush it; ``ClientGone`` if the client left."""
-        lines = []
-        if event_id is not None:
-            lines.append(f"id: {event_id}")
-        if event is not None:
-            lines.append(f"event: {event}")
-        lines.append(f"data: {data}")
-        try:
-            self.write("\n".join(lines) + "\n\n")
-            await self.flush()
-        except StreamClosedError as err:
-            raise ClientGone from err
-
-    def on_close(self, callback: Callable[[], None]) -> None:
-        """Run ``callback`` when the client disconnects (cancels generations)."""
-        self.__dict__.setdefault("_on_close", []).append(callback)
+        """Stream ``batches`` as server-sent events (see ``web.sse.pump``)."""
+        await sse.pump(self, batches, warm=warm, on_error=on_error, headers_first=headers_first)
 
     def on_connection_close(self) -> None:
         """Tornado's hook: the client went away."""

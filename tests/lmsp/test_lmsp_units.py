@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from jupyter_superfluid.chat.types import (
-    Finished,
     ItemDone,
     ItemStarted,
     OutputItem,
@@ -13,8 +14,9 @@ from jupyter_superfluid.chat.types import (
     Usage,
 )
 from jupyter_superfluid.errors import Forbidden, UnsupportedCapability
+from jupyter_superfluid.generation.lifecycle import StoredResponse
 from jupyter_superfluid.lmsp import capabilities
-from jupyter_superfluid.lmsp.events import LmspAssembler, Numbering
+from jupyter_superfluid.lmsp.events import LmspEncoder
 from jupyter_superfluid.lmsp.problems import problem
 from jupyter_superfluid.lmsp.protocol import parse_request, superfluid_extension
 
@@ -59,18 +61,22 @@ def test_a_task_needs_the_tasks_capability_but_not_streaming():
         capabilities.check("m", {**ALL, "tasks": False}, req, ext, task=True)
 
 
+def pending(rid: str) -> StoredResponse:
+    return StoredResponse(id=rid, model="m", status="in_progress", created_at=0, protocol="lmsp")
+
+
 def test_a_tool_call_is_sent_complete_with_no_argument_deltas():
-    asm = LmspAssembler("resp_abc")
-    number = Numbering()
-    events = [number.stamp(asm.created())]
+    enc = LmspEncoder("resp_abc")
+    events = enc.opened(pending("resp_abc"))
     for neutral in [
         ItemStarted(0, "function_call", call_id="call_1", name="get_weather"),
         TextDelta(0, "function_call", '{"city": '),
         TextDelta(0, "function_call", '"Oslo"}'),
         ItemDone(0, OutputItem("function_call", '{"city": "Oslo"}', "call_1", "get_weather")),
     ]:
-        events += [number.stamp(e) for e in asm.on(neutral)]
-    events.append(number.stamp(asm.final(Finished("completed", Usage(5, 0, 7)))))
+        events += enc.on(neutral)
+    done = replace(pending("resp_abc"), status="completed", usage=Usage(5, 0, 7))
+    events += enc.closed(done)
     assert [(i, name) for i, name, _ in events] == [
         (1, "response.created"),
         (2, "response.output_item.added"),
@@ -87,23 +93,24 @@ def test_a_tool_call_is_sent_complete_with_no_argument_deltas():
     assert events[2][2] == {"response_id": "resp_abc", "output_index": 0, "item": call}
     assert events[1][2]["item"] == {**call, "arguments": ""}
     assert events[3][2]["usage"] == {"input_tokens": 5, "output_tokens": 7, "total_tokens": 12}
-    assert asm.output() == [call]
+    assert enc.events == events
 
 
 def test_final_events_of_every_status():
-    asm = LmspAssembler("resp_x")
     usage = Usage(3, 0, 2)
-    assert asm.final(Finished("cancelled", usage)) == (
+    base = replace(pending("resp_x"), usage=usage)
+    assert LmspEncoder("resp_x").closed(replace(base, status="cancelled"))[0][1:] == (
         "response.cancelled",
         {"response_id": "resp_x", "status": "cancelled"},
     )
-    error = {"code": "generation_failed"}
-    assert asm.final(Finished("failed", usage, "boom"), error)[1] == {
-        "response_id": "resp_x",
-        "status": "failed",
-        "error": error,
-    }
-    assert asm.final(Finished("incomplete", usage, "max_output_tokens"))[1] == {
+    failed = replace(base, status="failed", error={"code": None, "message": "boom"})
+    error = LmspEncoder("resp_x").closed(failed)[0][2]["error"]
+    assert (error["code"], error["status"], error["detail"]) == ("generation_failed", 500, "boom")
+    crashed = replace(failed, error={"code": "engine_crashed", "message": "gone"})
+    error = LmspEncoder("resp_x").closed(crashed)[0][2]["error"]
+    assert (error["code"], error["status"]) == ("engine_crashed", 503)
+    cut = replace(base, status="incomplete", incomplete_reason="max_output_tokens")
+    assert LmspEncoder("resp_x").closed(cut)[0][2] == {
         "response_id": "resp_x",
         "status": "incomplete",
         "incomplete_details": {"reason": "max_output_tokens"},
