@@ -47,17 +47,20 @@ async def test_routes_live_under_the_base_url(jp_fetch, jp_base_url):
     assert ids == ["superfluid/tiny-chatml", "superfluid/tiny-qwen3"]
 
 
-async def test_unauthenticated_requests_get_403(jp_fetch):
+@pytest.mark.parametrize("auth", ["", "Bearer wrong-token", "token wrong", "Basic eA=="])
+async def test_missing_or_wrong_key_is_an_openai_401(jp_fetch, auth):
     for path, method, body in [
         (("v1", "models"), "GET", None),
         (("v1", "chat", "completions"), "POST", "{}"),
         (("v1", "responses"), "POST", "{}"),
+        (("v1", "responses", "resp_x"), "DELETE", None),
     ]:
         with pytest.raises(HTTPClientError) as info:
-            await jp_fetch(*path, method=method, body=body, headers={"Authorization": ""})
-        assert info.value.code == 403
+            await jp_fetch(*path, method=method, body=body, headers={"Authorization": auth})
+        assert info.value.code == 401, path
         err = json.loads(info.value.response.body)["error"]
-        assert err["code"] == "forbidden"
+        assert (err["code"], err["type"]) == ("invalid_api_key", "authentication_error")
+        assert "Jupyter server's token" in err["message"]
 
 
 async def test_openai_sdk_with_the_jupyter_token(jp_fetch, jp_http_port, jp_base_url, jp_serverapp):
@@ -96,7 +99,7 @@ async def test_superfluid_api_key_is_accepted_too(
     )
     assert out.choices[0].message.role == "assistant"
     bad = sdk(jp_http_port, jp_base_url, "sk-wrong")
-    with pytest.raises(openai.PermissionDeniedError):
+    with pytest.raises(openai.AuthenticationError):
         await bad.models.list()
 
 
@@ -160,18 +163,32 @@ async def test_responses_api_inside_jupyter(jp_fetch, jp_http_port, jp_base_url,
     assert info.value.code == "unsupported_tool"
 
 
-async def test_browser_posts_need_xsrf(jp_fetch, jp_serverapp, jp_base_url, jp_http_port):
-    # A cookie-authenticated browser POST without the XSRF token is refused.
+async def test_browser_requests_with_cookie_and_xsrf(
+    jp_fetch, jp_serverapp, jp_base_url, jp_http_port
+):
+    # A browser logs in (the token in the URL sets Jupyter's login cookie) and sends
+    # its XSRF token with POSTs; without the token a POST is refused, without the
+    # login cookie it is not authenticated at all.
     import httpx
 
-    url = jupyter_url(jp_http_port, jp_base_url) + "v1/chat/completions"
-    async with httpx.AsyncClient() as http:
-        r = await http.post(
-            url,
-            json={"model": "superfluid/tiny-chatml", "messages": []},
-            headers={"Cookie": "_xsrf=abc"},
-        )
-    assert r.status_code == 403
+    root = jupyter_url(jp_http_port, jp_base_url)
+    body = {"model": "superfluid/tiny-chatml", "messages": [{"role": "user", "content": "b"}]}
+    body["max_tokens"] = 2
+    url = root + "v1/chat/completions"
+    async with httpx.AsyncClient() as browser:
+        token = jp_serverapp.identity_provider.token
+        assert (await browser.get(root + "api/status", params={"token": token})).status_code == 200
+        browser.cookies.set("_xsrf", "abc")
+        assert (await browser.get(root + "v1/models")).status_code == 200
+        ok = await browser.post(url, json=body, headers={"X-XSRFToken": "abc"})
+        assert ok.status_code == 200, ok.text
+        assert ok.json()["object"] == "chat.completion"
+        refused = await browser.post(url, json=body)
+        assert refused.status_code == 403
+        assert refused.json()["error"]["code"] == "forbidden"
+    async with httpx.AsyncClient(cookies={"_xsrf": "abc"}) as stranger:
+        r = await stranger.post(url, json=body, headers={"X-XSRFToken": "abc"})
+    assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key"
 
 
 async def test_sync_sdk_against_jupyter(jp_fetch, jp_http_port, jp_base_url, jp_serverapp):

@@ -57,7 +57,7 @@ def test_api_key_required_when_configured(sf_start_standalone):
     body = httpx.get(
         server.base_url + "/models", headers={"Authorization": "Bearer sk-wrong"}
     ).json()
-    assert body["error"]["code"] == "unauthorized"
+    assert body["error"]["code"] == "invalid_api_key"
     ok = openai.OpenAI(base_url=server.base_url, api_key="sk-one")
     assert len(ok.models.list().data) == 2
 

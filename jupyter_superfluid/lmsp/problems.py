@@ -17,8 +17,7 @@ CONTENT_TYPE = "application/problem+json"
 
 # Shared error codes → (LMSP code, status or None to keep the error's own).
 _TRANSLATED: dict[str, tuple[str, int | None]] = {
-    # Jupyter answers an unauthenticated request with Forbidden; in LMSP it is a 401.
-    "forbidden": ("unauthorized", 401),
+    "invalid_api_key": ("unauthorized", 401),
     "previous_response_not_found": ("response_not_found", None),
     "unsupported_parameter": ("invalid_request", None),
     "unsupported_tool": ("invalid_request", None),

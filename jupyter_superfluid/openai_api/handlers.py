@@ -22,6 +22,8 @@ class OpenAIHandler(ProtocolHandler):
 class ServedModelsHandler(OpenAIHandler):
     """Base of the handlers that describe the served models."""
 
+    scope = {"GET": "models:read"}
+
     def initialize(self, access: Access, models: ModelHub) -> None:
         """Receive the served models."""
         self.access, self.models = access, models
@@ -46,6 +48,7 @@ class ModelHandler(ServedModelsHandler):
 class ChatCompletionsHandler(OpenAIHandler):
     """``POST /v1/chat/completions``."""
 
+    scope = {"POST": "responses:write"}
     request_models: ClassVar[dict[str, type[BaseModel]]] = {"post": ChatCompletionRequest}
 
     def initialize(self, access: Access, chat_completions: ChatCompletions) -> None:

@@ -14,7 +14,9 @@ from .responses import Responses
 
 
 class StoredResponsesHandler(OpenAIHandler):
-    """Base of the ``/v1/responses…`` handlers."""
+    """Base of the ``/v1/responses…`` handlers: reading needs responses:read, the rest write."""
+
+    scope = {"GET": "responses:read", "POST": "responses:write", "DELETE": "responses:write"}
 
     def initialize(self, access: Access, responses: Responses) -> None:
         """Receive the Responses service."""

@@ -100,7 +100,9 @@ class ProtocolHandler(web.RequestHandler):
             return keys.anonymous()
         principal = keys.match(token) if token else None
         if principal is None:
-            raise Unauthorized("missing or invalid API key (Authorization: Bearer KEY)")
+            raise Unauthorized(
+                "missing or invalid API key (Authorization: Bearer KEY)", code="invalid_api_key"
+            )
         return principal
 
     async def prepare(self) -> None:  # type: ignore[override]
@@ -116,9 +118,7 @@ class ProtocolHandler(web.RequestHandler):
         self.principal = await self.authenticate()
         needed = self.scope.get(self.request.method or "")
         if needed and not self.principal.has_scope(needed):
-            raise APIError(
-                f"this key lacks the scope {needed}", status=403, code="insufficient_scope"
-            )
+            raise Forbidden(f"this key lacks the scope {needed}", code="insufficient_scope")
 
     # -- bodies -------------------------------------------------------------
 
@@ -142,6 +142,8 @@ class ProtocolHandler(web.RequestHandler):
 
     def render_error(self, err: APIError) -> None:
         """Write ``err`` in this protocol's error shape (overridden by LMSP)."""
+        if err.status == 401:
+            self.set_header("WWW-Authenticate", "Bearer")
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps(openai_error_body(err)))
 
@@ -188,6 +190,12 @@ class ProtocolHandler(web.RequestHandler):
         super().on_connection_close()
 
 
+JUPYTER_KEY_HELP = (
+    "missing or invalid API key: inside Jupyter, the API key is this Jupyter server's token "
+    "(Authorization: Bearer <token>), or a superfluid key"
+)
+
+
 class JupyterAuthMixin:
     """Authenticate through Jupyter (token, cookie + XSRF), or a superfluid key."""
 
@@ -204,10 +212,13 @@ class JupyterAuthMixin:
         try:
             await _jupyter_prepare(handler)
         except web.HTTPError as err:
-            raise Forbidden(err.log_message or "not authenticated by Jupyter") from err
-        user = handler.current_user
+            if getattr(handler, "_jupyter_current_user", None) is None:
+                raise Unauthorized(JUPYTER_KEY_HELP, code="invalid_api_key") from err
+            # Jupyter knows the user (a cookie) but refused the request (XSRF, origin).
+            raise Forbidden(err.log_message or "refused by Jupyter") from err
+        user = getattr(handler, "_jupyter_current_user", None)
         if user is None:
-            raise Forbidden("not authenticated by Jupyter")
+            raise Unauthorized(JUPYTER_KEY_HELP, code="invalid_api_key")
         return keys.jupyter_principal(getattr(user, "username", str(user)))
 
     def check_xsrf_cookie(self) -> None:

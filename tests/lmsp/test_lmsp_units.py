@@ -13,7 +13,7 @@ from jupyter_superfluid.chat.types import (
     TextDelta,
     Usage,
 )
-from jupyter_superfluid.errors import Forbidden, UnsupportedCapability
+from jupyter_superfluid.errors import Unauthorized, UnsupportedCapability
 from jupyter_superfluid.generation.lifecycle import StoredResponse
 from jupyter_superfluid.lmsp import capabilities
 from jupyter_superfluid.lmsp.events import LmspEncoder
@@ -118,12 +118,12 @@ def test_final_events_of_every_status():
     }
 
 
-def test_jupyter_forbidden_is_lmsp_unauthorized():
-    doc = problem(Forbidden("not authenticated by Jupyter"))
+def test_an_invalid_key_is_lmsp_unauthorized():
+    doc = problem(Unauthorized("no such key", code="invalid_api_key"))
     assert doc == {
         "type": "about:blank",
         "title": "Unauthorized",
         "status": 401,
-        "detail": "not authenticated by Jupyter",
+        "detail": "no such key",
         "code": "unauthorized",
     }
