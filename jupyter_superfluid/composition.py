@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .config import Superfluid
+from .engine.launch import launcher_for
 from .engine.registry import ModelRegistry
 from .generation.lifecycle import StoredTurns
 from .generation.models import ModelHub
@@ -61,6 +62,7 @@ class Composition:
             cache_slots=config.cache_slots,
             kv_tokens=config.kv_tokens or None,
             park_mib=config.cache_ram,
+            launcher=launcher_for(config.engine_isolation, restart_wait=config.engine_restart_wait),
         )
         models = ModelHub(registry)
         Path(config.sessions_dir).mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from jupyter_core.paths import jupyter_data_dir
-from traitlets import Bool, Float, Int, List, Unicode, default
+from traitlets import Bool, Enum, Float, Int, List, Unicode, default
 from traitlets.config import LoggingConfigurable
 
 
@@ -86,6 +86,20 @@ class Superfluid(LoggingConfigurable):
         True, help="Start loading the first model when the server starts, not on first use."
     ).tag(config=True)
 
+    engine_isolation = Enum(
+        ["process", "thread"],
+        "process",
+        help="Where each loaded model's engine runs: 'process', a supervised engine process "
+        "of its own (a llama.cpp crash ends only that process; it is restarted), or "
+        "'thread', a thread of this server.",
+    ).tag(config=True)
+
+    engine_restart_wait = Float(
+        30.0,
+        help="Seconds a request waits for an engine process that is restarting after a "
+        "crash before it is answered 503 engine_unavailable.",
+    ).tag(config=True)
+
     api_keys = List(
         Unicode(),
         help="API keys accepted as 'Authorization: Bearer KEY' (all share one principal).",
@@ -124,6 +138,8 @@ CLI_ALIASES: dict[str, str] = {
     "cache-slots": "Superfluid.cache_slots",
     "kv-tokens": "Superfluid.kv_tokens",
     "cache-ram": "Superfluid.cache_ram",
+    "engine-isolation": "Superfluid.engine_isolation",
+    "engine-restart-wait": "Superfluid.engine_restart_wait",
     "api-key": "Superfluid.api_keys",
     "key-policy": "Superfluid.key_policy",
     "host": "Superfluid.host",

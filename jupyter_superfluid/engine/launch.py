@@ -9,6 +9,7 @@ loads) runs in a thread, an async one on the event loop. ``launch_in_thread`` lo
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -34,3 +35,21 @@ def launch_in_thread(model_id: str, path: Path, **options: Any) -> Engine:
     from .local.llama import LlamaEngine  # llama_cpp loads only when a model does
 
     return LlamaEngine.load(model_id, path, **options)
+
+
+async def launch_in_process(model_id: str, path: Path, **options: Any) -> Engine:
+    """Start a supervised engine process that loads the model; its client once loaded."""
+    from .process.client import ProcessEngine
+
+    return await ProcessEngine.start(model_id, path, **options)
+
+
+def launcher_for(isolation: str, *, restart_wait: float | None = None) -> Launcher:
+    """The launcher of an ``engine_isolation`` setting ("process" or "thread")."""
+    if isolation == "thread":
+        return launch_in_thread
+    if isolation != "process":
+        raise ValueError(f"unknown engine isolation {isolation!r} (process or thread)")
+    if restart_wait is None:
+        return launch_in_process
+    return functools.partial(launch_in_process, restart_wait=restart_wait)

@@ -1,0 +1,208 @@
+"""The engine process: ``python -m jupyter_superfluid.engine.process.child``.
+
+It loads one ``LlamaEngine`` and serves it to the server that started it, over the
+sockets it inherited (``wire.py``). Threads: the main thread loads the model and
+then waits for ``close``; a control thread reads requests (generate, cancel,
+close); the engine's worker thread runs the step loop and, after every step,
+sends every event of that step in one frame; a few call threads answer the
+blocking calls (tokenize, detokenize, tokenize_media).
+
+It never outlives the server: when the control socket reaches end of file (the
+server exited, however it died) it exits at once, and on Linux the kernel also
+sends it SIGKILL when the server's thread that started it ends
+(``PR_SET_PDEATHSIG``). Ctrl-C in the server's terminal is the server's to
+handle: SIGINT is ignored here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import faulthandler
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from typing import Any
+
+from ..base import EngineEvent, GenerationFinished
+from ..local.llama import LlamaEngine
+from ..local.worker import Sequence
+from . import wire
+
+log = logging.getLogger("jupyter_superfluid.engine.process")
+
+PR_SET_PDEATHSIG = 1
+
+
+class EngineServer:
+    """Serves one loaded engine over the control socket and the call sockets."""
+
+    def __init__(self, control: socket.socket) -> None:
+        self.control = control
+        self.engine: LlamaEngine | None = None
+        self.ready = threading.Event()
+        self.closing = threading.Event()
+        self._sequences: dict[int, Sequence] = {}
+        self._outbox: list[tuple[Any, ...]] = []
+        self._stats: dict[str, int] | None = None
+        self._lock = threading.Lock()  # the outbox and writes on the control socket
+
+    # -- events: buffered per step, one frame per step -------------------------
+
+    def emitter(self, rid: int) -> Any:
+        """The ``emit`` callback of generation ``rid`` (called on the worker thread)."""
+
+        def emit(event: EngineEvent) -> bool:
+            with self._lock:
+                self._outbox.append(wire.event_to_wire(rid, event))
+            if isinstance(event, GenerationFinished):
+                self._sequences.pop(rid, None)
+            return True
+
+        return emit
+
+    def flush(self) -> None:
+        """Send what the last step produced, with the counters if they moved."""
+        with self._lock:
+            events, self._outbox = self._outbox, []
+            stats = self.engine.stats() if self.engine is not None else None
+            if stats == self._stats:
+                stats = None
+            else:
+                self._stats = stats
+            if events or stats:
+                self._send(("ev", events, stats))
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        """Send one message now (from any thread)."""
+        with self._lock:
+            self._send(message)
+
+    def _send(self, message: tuple[Any, ...]) -> None:
+        try:
+            wire.send(self.control, message)
+        except OSError:
+            _parent_gone()
+
+    # -- requests ----------------------------------------------------------------
+
+    def serve_control(self) -> None:
+        """The control thread: generate, cancel, close; exit when the server is gone."""
+        while True:
+            try:
+                message = wire.receive(self.control)
+            except (EOFError, OSError):
+                _parent_gone()
+            tag = message[0]
+            if tag == "gen":
+                self._generate(message[1], message[2])
+            elif tag == "cancel":
+                seq = self._sequences.get(message[1])
+                if seq is not None:
+                    seq.cancel()
+            elif tag == "close":
+                self.closing.set()
+                return
+
+    def _generate(self, rid: int, data: Any) -> None:
+        """Start generation ``rid``, or send why it is refused."""
+        assert self.engine is not None
+        try:
+            seq = self.engine.prepare(wire.request_from_wire(data), self.emitter(rid))
+            self._sequences[rid] = seq
+            self.engine.submit(seq)
+        except Exception as err:
+            self._sequences.pop(rid, None)
+            with self._lock:
+                self._outbox.append((rid, wire.REFUSED, wire.error_to_wire(err)))
+            self.flush()
+
+    def serve_calls(self, sock: socket.socket) -> None:
+        """A call thread: answer blocking calls one at a time until the server closes it."""
+        self.ready.wait()
+        while True:
+            try:
+                message = wire.receive(sock)
+            except (EOFError, OSError):
+                return
+            try:
+                reply: tuple[Any, ...] = ("ok", self._call(message))
+            except Exception as err:
+                reply = ("err", wire.error_to_wire(err))
+            try:
+                wire.send(sock, reply)
+            except OSError:
+                return
+
+    def _call(self, message: tuple[Any, ...]) -> Any:
+        engine = self.engine
+        assert engine is not None
+        tag = message[0]
+        if tag == "tok":
+            return wire.pack_tokens(engine.tokenize(message[1], special=message[2]))
+        if tag == "detok":
+            return engine.detokenize(list(wire.unpack_tokens(message[1])))
+        if tag == "media":
+            return wire.media_to_wire(engine.tokenize_media(message[1], list(message[2])))
+        raise ValueError(f"unknown call {tag!r}")
+
+
+def _parent_gone() -> Any:
+    """The server is gone: leave now, whatever the engine is doing."""
+    os._exit(0)
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask the kernel for SIGKILL when the server goes; leave if it is gone already."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:
+        _parent_gone()
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="A superfluid engine process.")
+    parser.add_argument("--parent", type=int, required=True, help="the server's pid")
+    parser.add_argument("--control", type=int, required=True, help="control socket fd")
+    parser.add_argument("--calls", default="", help="call socket fds, comma separated")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Load the model named by the first control message and serve it until closed."""
+    args = _parse(argv)
+    _die_with_parent(args.parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    faulthandler.enable(all_threads=False)  # a crash leaves its traceback in the log
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s"
+    )
+    server = EngineServer(socket.socket(fileno=args.control))
+    calls = [socket.socket(fileno=int(fd)) for fd in args.calls.split(",") if fd]
+    try:
+        _tag, model_id, path, options = wire.receive(server.control)
+    except (EOFError, OSError):
+        return 0
+    threading.Thread(target=server.serve_control, name="control", daemon=True).start()
+    for i, sock in enumerate(calls):
+        name = f"calls-{i}"
+        threading.Thread(target=server.serve_calls, args=(sock,), name=name, daemon=True).start()
+    try:
+        engine = LlamaEngine.load(model_id, path, after_step=server.flush, **options)
+    except Exception as err:
+        server.send(("load_failed", wire.error_to_wire(err)))
+        return 1
+    server.engine = engine
+    server.ready.set()
+    server.send(("ready", wire.info_to_wire(engine.info), os.getpid()))
+    server.closing.wait()
+    engine.close_sync()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
