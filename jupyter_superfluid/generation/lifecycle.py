@@ -324,13 +324,17 @@ class StoredTurns:
         """
         done: dict[int, OutputItem] = {}
         events = self.chat.run(pt.turn)
+        opened = False
         try:
             async for event in events:
                 if isinstance(event, PromptProcessed):
+                    opened = True
                     out = encoder.opened(pt.pending())
                 elif isinstance(event, Finished):
+                    # Opened first, also when an engine crash ended it before it began.
+                    out = [] if opened else encoder.opened(pt.pending())
                     pt.response = self._finished(pt, event, done)
-                    out = encoder.closed(pt.response)
+                    out += encoder.closed(pt.response)
                     if pt.response.status in ("completed", "incomplete"):
                         await self._commit(pt, idempotency(out) if idempotency else None)
                 else:

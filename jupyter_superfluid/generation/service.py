@@ -111,17 +111,20 @@ class ChatService:
         )
         lead = (ChatMessage("system", request.instructions),) if request.instructions else ()
         # Rendering and tokenizing a long conversation is real work: off the event loop.
-        prompt, forked, suffix = await asyncio.to_thread(
-            self._build_prompt,
-            builder,
-            lead,
-            request.messages,
-            continuation,
-            tools,
-            kwargs,
-            head,
-            model.id,
-        )
+        try:
+            prompt, forked, suffix = await asyncio.to_thread(
+                self._build_prompt,
+                builder,
+                lead,
+                request.messages,
+                continuation,
+                tools,
+                kwargs,
+                head,
+                model.id,
+            )
+        except EngineUnavailableError as err:  # the engine process is restarting
+            raise EngineUnavailable(str(err), code=err.code) from err
         opens = codec.generation_opens_reasoning(kwargs)
         grammar = grammar_for(request, tools, opens_reasoning=opens)
         context = model.engine.info.context_size
@@ -226,6 +229,8 @@ class ChatService:
                         result.reason, result.code = event.error, event.code
         except ContextOverflowError as err:
             raise ContextLengthExceeded(str(err), param="input") from err
+        except EngineUnavailableError as err:  # refused before its first event
+            raise EngineUnavailable(str(err), code=err.code) from err
         finally:
             await stream.aclose()
         for out in stops.apply(parser.finish(truncated=reason == "length"), final=True):
@@ -278,9 +283,12 @@ class ChatService:
         assistant = assistant_message(turn.result.items)
         closing = None
         if turn.result.status == "completed":
-            closing = turn.builder.closing(
-                turn.prompt, turn.result.generated_text, assistant, turn.tools, turn.kwargs
-            )
+            try:
+                closing = turn.builder.closing(
+                    turn.prompt, turn.result.generated_text, assistant, turn.tools, turn.kwargs
+                )
+            except EngineUnavailableError:  # the turn is whole; only its fork point is lost
+                log.warning("superfluid: no engine to tokenize the closing; stored unforkable")
         output = PromptEvent(
             "output",
             message_item(assistant),
