@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
         cfg = replace(cfg, reps=args.reps)
     binary = None
     if args.with_llama_server:
-        from .llama_server import ensure_llama_server
+        from jupyter_superfluid.engine.remote.build import ensure_llama_server
 
         binary = ensure_llama_server()
     argv_text = shlex.join(sys.argv[1:] if argv is None else argv)

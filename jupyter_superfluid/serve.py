@@ -113,20 +113,54 @@ class ServeApp(JupyterApp):
         await parts.close()
 
 
+class BuildLlamaServerApp(JupyterApp):
+    """Build llama.cpp's llama-server from the installed llama-cpp-python's sources (cached)."""
+
+    name = "jupyter-superfluid-build-llama-server"
+    version = __version__
+    description = (
+        "Build llama.cpp's llama-server from the llama.cpp sources that the installed "
+        "llama-cpp-python vendors (cmake and a C++ compiler; about 10 minutes on 2 cores), "
+        "or find it already built. Prints the binary's path; serve its model with "
+        "--model ID=llama-server:http://HOST:PORT."
+    )
+
+    def start(self) -> None:
+        """Build (showing cmake's output) unless cached, then print where the binary is."""
+        from .engine.remote.build import ensure_llama_server, llama_server_path
+
+        target = llama_server_path()
+        if not target.exists():
+            print(f"building {target} (cmake's output follows)", file=sys.stderr)
+        try:
+            path = ensure_llama_server(output=sys.stderr)
+        except RuntimeError as err:
+            print(f"build-llama-server: {err}", file=sys.stderr)
+            self.exit(1)
+        print(path)
+
+
 class SuperfluidCLI(JupyterApp):
     """``jupyter superfluid``: the model service's command line."""
 
     name = "jupyter-superfluid"
     version = __version__
-    description = "jupyter superfluid serve: run the model service standalone."
+    description = (
+        "jupyter superfluid serve: run the model service standalone; "
+        "jupyter superfluid build-llama-server: build llama.cpp's llama-server."
+    )
     subcommands = {
         "serve": (ServeApp, ServeApp.description.splitlines()[0]),
+        "build-llama-server": (BuildLlamaServerApp, BuildLlamaServerApp.__doc__ or ""),
     }
 
     def start(self) -> None:
         """Run a subcommand, or explain that one is needed."""
         if self.subapp is None:
-            print("usage: jupyter superfluid serve [--model M ...] [--port 8453]")
+            print(
+                "usage: jupyter superfluid serve [--model M ...] [--port 8453]\n"
+                "       jupyter superfluid build-llama-server"
+            )
             self.exit(1)
         super().start()
 
