@@ -63,6 +63,7 @@ class Composition:
             kv_tokens=config.kv_tokens or None,
             park_mib=config.cache_ram,
             launcher=launcher_for(config.engine_isolation, restart_wait=config.engine_restart_wait),
+            remote_timeout=config.remote_timeout,
         )
         models = ModelHub(registry)
         Path(config.sessions_dir).mkdir(parents=True, exist_ok=True)

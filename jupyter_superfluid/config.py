@@ -26,10 +26,12 @@ class Superfluid(LoggingConfigurable):
     models = List(
         Unicode(),
         help=(
-            "Models to serve: a .gguf path (optionally ID=PATH), hf:REPO/FILE.gguf "
-            "(downloaded into the Hugging Face cache), or a built-in test model "
-            "(superfluid/tiny-chatml, superfluid/tiny-qwen3). Empty: the default "
-            "small Qwen3 model from the hub plus the built-in test models."
+            "Models to serve: a .gguf path, hf:REPO/FILE.gguf (downloaded into the "
+            "Hugging Face cache), a built-in test model (superfluid/tiny-chatml, "
+            "superfluid/tiny-qwen3), or llama-server:URL (the model a running llama.cpp "
+            "llama-server serves; id: the URL without its scheme), each optionally "
+            "prefixed ID= to choose its id. Empty: the default small Qwen3 model from "
+            "the hub plus the built-in test models."
         ),
     ).tag(config=True)
 
@@ -80,6 +82,12 @@ class Superfluid(LoggingConfigurable):
         help="Host memory (MiB) for idle conversations' KV state: parked out of the KV "
         "cache so they do not slow running generations, restored by a copy instead of "
         "re-evaluated. 0 evicts instead.",
+    ).tag(config=True)
+
+    remote_timeout = Float(
+        300.0,
+        help="Seconds a remote engine (llama-server:URL) may stay silent during a "
+        "generation before it is taken as gone (the generation fails, engine_unavailable).",
     ).tag(config=True)
 
     preload = Bool(
@@ -140,6 +148,7 @@ CLI_ALIASES: dict[str, str] = {
     "cache-ram": "Superfluid.cache_ram",
     "engine-isolation": "Superfluid.engine_isolation",
     "engine-restart-wait": "Superfluid.engine_restart_wait",
+    "remote-timeout": "Superfluid.remote_timeout",
     "api-key": "Superfluid.api_keys",
     "key-policy": "Superfluid.key_policy",
     "host": "Superfluid.host",

@@ -7,6 +7,9 @@ A model spec is one of:
   file stem); a cached copy is used as is, without asking the hub for updates,
 - a built-in test model id (``superfluid/tiny-chatml``, ``superfluid/tiny-qwen3``),
   generated deterministically into ``cache_dir`` on first use,
+- ``llama-server:URL``, the model a running llama.cpp ``llama-server`` serves
+  (``engine/remote/``; id: the URL without its scheme, e.g. ``gpu-box:8080``,
+  known without contacting the remote),
 
 each optionally prefixed ``ID=`` to choose the id. Engines load on first request,
 one load at a time per model, through a *launcher* (``launch.py``): in a thread of
@@ -53,7 +56,8 @@ class ModelUnavailableError(EngineError):
     """A model offered but whose file cannot be obtained now (offline, not cached)."""
 
 
-SpecKind = Literal["path", "hf", "builtin"]
+SpecKind = Literal["path", "hf", "builtin", "llama-server"]
+LLAMA_SERVER_PREFIX = "llama-server:"
 
 
 @dataclass(frozen=True)
@@ -62,7 +66,7 @@ class ModelSpec:
 
     id: str
     kind: SpecKind
-    source: str  # a path, "OWNER/REPO/FILE.gguf", or a built-in id
+    source: str  # a path, "OWNER/REPO/FILE.gguf", a built-in id, or a llama-server URL
     spec: str  # as the user wrote it
     mmproj: str | None = None  # the projector for image/audio input: a path or hf:…
 
@@ -74,7 +78,8 @@ class ModelSpec:
 
 
 def parse_spec(spec: str) -> ModelSpec:
-    """Parse ``[ID=]PATH.gguf``, ``[ID=]hf:OWNER/REPO/FILE.gguf`` or a built-in id.
+    """Parse ``[ID=]PATH.gguf``, ``[ID=]hf:OWNER/REPO/FILE.gguf``, a built-in id or
+    ``[ID=]llama-server:URL``.
 
     A model file may name its multimodal projector: ``…gguf;mmproj=PROJ.gguf``
     (a path or ``hf:OWNER/REPO/FILE.gguf``).
@@ -83,7 +88,7 @@ def parse_spec(spec: str) -> ModelSpec:
     parsed = _parse_model(text.strip(), spec)
     if not mmproj:
         return parsed
-    if parsed.kind == "builtin" or not mmproj.strip().endswith(".gguf"):
+    if parsed.kind in ("builtin", "llama-server") or not mmproj.strip().endswith(".gguf"):
         raise ValueError(f"invalid model spec {spec!r}: mmproj= takes a .gguf path or hf: file")
     return dataclasses.replace(parsed, mmproj=mmproj.strip())
 
@@ -92,9 +97,17 @@ def _parse_model(text: str, spec: str) -> ModelSpec:
     """The model part of a spec."""
     given_id = None
     head, sep, rest = text.partition("=")
-    plain = head.startswith("hf:") or any(c.isspace() for c in head) or Path(text).is_file()
+    plain = (
+        head.startswith(("hf:", LLAMA_SERVER_PREFIX))
+        or any(c.isspace() for c in head)
+        or Path(text).is_file()
+    )
     if sep and head and not plain:
         given_id, text = head, rest
+    if text.startswith(LLAMA_SERVER_PREFIX):
+        url = _remote_url(text[len(LLAMA_SERVER_PREFIX) :], spec)
+        # Without ID=: the URL without its scheme, known without asking the remote.
+        return ModelSpec(given_id or url.split("://", 1)[1], "llama-server", url, spec)
     if text in BUILTIN_MODELS:
         return ModelSpec(given_id or text, "builtin", text, spec)
     if text.startswith("hf:"):
@@ -107,9 +120,17 @@ def _parse_model(text: str, spec: str) -> ModelSpec:
         return ModelSpec(given_id or path.stem, "path", str(path), spec)
     builtins = ", ".join(BUILTIN_MODELS)
     raise ValueError(
-        f"invalid model spec {spec!r}: expected a .gguf path, hf:OWNER/REPO/FILE.gguf "
-        f"or a built-in model ({builtins})"
+        f"invalid model spec {spec!r}: expected a .gguf path, hf:OWNER/REPO/FILE.gguf, "
+        f"llama-server:URL or a built-in model ({builtins})"
     )
+
+
+def _remote_url(url: str, spec: str) -> str:
+    """A remote engine's base URL: http(s)://HOST[:PORT][/PATH], no trailing slash."""
+    parsed = urlparse(url.strip())
+    if parsed.scheme not in ("http", "https") or not parsed.hostname or parsed.query:
+        raise ValueError(f"invalid model spec {spec!r}: expected llama-server:http://HOST:PORT")
+    return url.strip().rstrip("/")
 
 
 def default_cache_dir() -> Path:
@@ -188,6 +209,7 @@ class ModelRegistry:
         *,
         cache_dir: str | os.PathLike[str] | None = None,
         launcher: Launcher | None = None,
+        remote_timeout: float | None = None,
         **load_options: object,
     ) -> None:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
@@ -200,6 +222,7 @@ class ModelRegistry:
             self._specs[spec.id] = spec
             self._aliases.setdefault(spec.spec.strip(), spec.id)
         self._launcher: Launcher = launcher or launch_in_thread
+        self._remote_timeout = remote_timeout  # seconds a remote engine's stream may be silent
         self._load_options = load_options
         self._engines: dict[str, Engine] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -224,6 +247,10 @@ class ModelRegistry:
     def resolve(self, model_id: str) -> Path:
         """The model's local file, building or downloading it if needed (blocking)."""
         spec = self.spec(model_id)
+        if spec.kind == "llama-server":
+            raise ModelUnavailableError(
+                f"model {spec.id} is served by {spec.source}: no local file"
+            )
         if spec.kind == "builtin":
             return ensure_builtin(spec.source, self.cache_dir)
         if spec.kind == "hf":
@@ -271,6 +298,8 @@ class ModelRegistry:
         """Resolve ``spec``'s files (in a thread) and launch its engine."""
         if self._closed:
             raise EngineError("the model registry is closed")
+        if spec.kind == "llama-server":  # a remote engine: no file, no launcher
+            return await asyncio.to_thread(self._connect, spec)
         path = await asyncio.to_thread(self.resolve, spec.id)
         options = await asyncio.to_thread(self.load_options, spec.id)
         log.info("loading model %s from %s", spec.id, path)
@@ -279,6 +308,14 @@ class ModelRegistry:
             await engine.close()
             raise EngineError("the model registry is closed")
         return engine
+
+    def _connect(self, spec: ModelSpec) -> Engine:
+        """An engine over the remote ``llama-server`` of ``spec`` (blocking: reads its props)."""
+        from .remote.llama_server import LlamaServerEngine
+
+        timeout = self._remote_timeout
+        options = {} if timeout is None else {"silence_timeout": timeout}
+        return LlamaServerEngine.connect(spec.id, spec.source, **options)
 
     async def close(self) -> None:
         """Close every loaded engine."""

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..chat.codec import ChatCodec
-from ..engine.base import Engine, EngineError, ModelLoadError
+from ..engine.base import Engine, EngineError, EngineUnavailableError, ModelLoadError
 from ..engine.registry import ModelNotFoundError, ModelRegistry, ModelUnavailableError
-from ..errors import APIError, ModelNotFound, ModelUnavailable
+from ..errors import APIError, EngineUnavailable, ModelNotFound, ModelUnavailable
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ class ModelHub:
     def _peek(self, model_id: str) -> PeekedModel | None:
         try:
             spec = self.registry.spec(model_id)
-            if spec.kind == "hf":
+            if spec.kind in ("hf", "llama-server"):  # never download or call out to describe
                 return None
             template, trained = _read_header(self.registry.resolve(model_id))
         except Exception:  # a broken or missing file is reported when it is loaded
@@ -113,6 +113,8 @@ class ModelHub:
             raise ModelNotFound(str(err), param="model") from err
         except ModelUnavailableError as err:
             raise ModelUnavailable(str(err)) from err
+        except EngineUnavailableError as err:  # a remote engine that cannot be reached
+            raise EngineUnavailable(str(err), code=err.code) from err
         except ModelLoadError as err:
             raise APIError(str(err), status=503, code="model_load_failed") from err
         except EngineError as err:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +62,8 @@ class TurnResult:
     generated_text: str = ""
     reasoning_tokens: int = 0
     code: str | None = None  # failed: the engine's machine code, if the engine failed
+    counted: int | None = None  # generated tokens as the engine counts them (a remote may
+    # stream a different number of ids: it re-tokenizes what it cannot send)
 
 
 @dataclass
@@ -107,7 +109,7 @@ class ChatService:
         prior = continuation.messages if continuation is not None else ()
         media_input.check_kinds(media_input.gather(prior + request.messages), model.engine.info)
         builder = PromptBuilder(
-            codec, model.engine.tokenize, functools.partial(media_input.tokenize, model.engine)
+            codec, _tokenizer(model.engine), functools.partial(media_input.tokenize, model.engine)
         )
         lead = (ChatMessage("system", request.instructions),) if request.instructions else ()
         # Rendering and tokenizing a long conversation is real work: off the event loop.
@@ -224,7 +226,7 @@ class ChatService:
                         reason = "stop"
                         break
                 elif isinstance(event, GenerationFinished):
-                    reason = event.reason
+                    reason, result.counted = event.reason, event.completion_tokens
                     if event.reason == "error":
                         result.reason, result.code = event.error, event.code
         except ContextOverflowError as err:
@@ -252,11 +254,12 @@ class ChatService:
             result.status = "cancelled"
         elif reason == "error":
             result.status = "failed"
+        output = len(result.generated) if result.counted is None else result.counted
         result.usage = Usage(
             input_tokens=prompt,
             cached_tokens=cached,
-            output_tokens=len(result.generated),
-            reasoning_tokens=result.reasoning_tokens,
+            output_tokens=output,
+            reasoning_tokens=min(result.reasoning_tokens, output),
         )
         return Finished(result.status, result.usage, result.reason, result.code)  # type: ignore[arg-type]
 
@@ -329,6 +332,18 @@ def assistant_message(items: list[OutputItem]) -> ChatMessage:
         if i.kind == "function_call"
     )
     return ChatMessage("assistant", text, reasoning=reasoning, tool_calls=calls)
+
+
+def _tokenizer(engine: Engine) -> Callable[[str], list[int]]:
+    """``engine.tokenize``; a remote engine that cannot be reached answers 503."""
+
+    def tokenize(text: str) -> list[int]:
+        try:
+            return engine.tokenize(text)
+        except EngineUnavailableError as err:
+            raise EngineUnavailable(str(err), code=err.code) from err
+
+    return tokenize
 
 
 def _check_logit_bias(request: ChatRequest, n_vocab: int) -> None:

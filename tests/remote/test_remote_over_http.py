@@ -1,0 +1,248 @@
+"""Superfluid serving real llama-server remotes (``ID=llama-server:URL``) through its protocols.
+
+The standalone server is started with ``--model chatml=llama-server:URL`` and
+``--model qwen=llama-server:URL``; the openai SDK and plain HTTP talk to it. What
+the remote did is read from its own ``/metrics``.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import httpx
+import jsonschema
+import openai
+import pytest
+from media_samples import data_url, png
+
+from jupyter_superfluid.engine.testmodels import EOS_TOKEN, vocabulary
+from jupyter_superfluid.pytest_plugin import StandaloneServer
+from jupyter_superfluid.sessions import Store
+
+from .conftest import start_over_remotes
+from .helpers import RemoteServer
+
+NO_EOS = {str(vocabulary()[0].index(EOS_TOKEN)): -100}
+CITY = {"type": "object", "properties": {"city": {"enum": ["Paris", "Oslo"]}}, "required": ["city"]}
+WEATHER = {"type": "function", "name": "get_weather", "parameters": CITY}
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+
+
+def client_for(server: StandaloneServer) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server.base_url, api_key="unused", max_retries=0, timeout=120)
+
+
+def completed(client: openai.OpenAI, **kwargs):
+    """A response that ended on its own (the tiny models stop after a few dozen tokens)."""
+    for seed in range(40):
+        r = client.responses.create(max_output_tokens=120, extra_body={"seed": seed}, **kwargs)
+        if r.status == "completed":
+            return r
+    raise AssertionError("no seed gave a completed response")
+
+
+def delta(before: dict[str, float], after: dict[str, float], name: str) -> int:
+    return int(after[name] - before[name])
+
+
+def test_create_is_generated_by_the_remote(over_remotes, remote_chatml: RemoteServer):
+    client = client_for(over_remotes)
+    before = remote_chatml.wait_idle()
+    r = client.responses.create(
+        model="chatml",
+        input="hello",
+        max_output_tokens=16,
+        extra_body={"seed": 3, "logit_bias": NO_EOS},
+    )
+    after = remote_chatml.wait_idle()
+    assert r.model == "chatml" and r.status == "incomplete"
+    assert r.usage.output_tokens == 16 == delta(before, after, "tokens_predicted_total")
+    evaluated = delta(before, after, "prompt_tokens_total")
+    cached = delta(before, after, "prompt_tokens_cached_total")
+    assert r.usage.input_tokens == evaluated + cached
+    assert r.usage.input_tokens_details.cached_tokens == cached
+    models = {m.id for m in client.models.list().data}
+    assert models == {"chatml", "qwen", "slow"}
+
+
+def test_stream_events_add_up_to_the_stored_response(over_remotes):
+    client = client_for(over_remotes)
+    with client.responses.stream(
+        model="chatml", input="stream", max_output_tokens=40, extra_body={"seed": 11}
+    ) as stream:
+        types = [e.type for e in stream]
+        final = stream.get_final_response()
+    assert types[:2] == ["response.created", "response.in_progress"]
+    assert types[-1] in ("response.completed", "response.incomplete")
+    stored = client.responses.retrieve(final.id)
+    assert stored.output_text == final.output_text and stored.usage == final.usage
+
+
+def test_forced_tool_call(over_remotes):
+    r = client_for(over_remotes).responses.create(
+        model="qwen",
+        input="weather?",
+        tools=[WEATHER],
+        tool_choice="required",
+        max_output_tokens=200,
+        reasoning={"effort": "none"},
+        extra_body={"seed": 5},
+    )
+    calls = [o for o in r.output if o.type == "function_call"]
+    assert r.status == "completed" and len(calls) == 1 and calls[0].name == "get_weather"
+    jsonschema.validate(json.loads(calls[0].arguments), CITY)
+
+
+def test_json_schema_output(over_remotes):
+    r = client_for(over_remotes).responses.create(
+        model="chatml",
+        input="person",
+        max_output_tokens=200,
+        extra_body={"seed": 4},
+        text={"format": {"type": "json_schema", "name": "p", "schema": PERSON, "strict": True}},
+    )
+    assert r.status == "completed"
+    jsonschema.validate(json.loads(r.output_text), PERSON)
+
+
+def test_continuation_is_served_warm_by_the_remote(over_remotes, remote_chatml: RemoteServer):
+    client = client_for(over_remotes)
+    first = completed(client, model="chatml", input="My name is Ada.")
+    before = remote_chatml.wait_idle()
+    raw = client.responses.with_raw_response.create(
+        model="chatml", previous_response_id=first.id, input="Name?", max_output_tokens=8
+    )
+    after = remote_chatml.wait_idle()
+    second = raw.parse()
+    cached = second.usage.input_tokens_details.cached_tokens
+    # The count is the remote's own, and it covers the whole stored first turn's prompt.
+    assert cached == delta(before, after, "prompt_tokens_cached_total")
+    assert int(raw.headers["x-superfluid-warm"]) == cached
+    assert cached > first.usage.input_tokens
+    # The second prompt starts with the first turn exactly as stored (forked, not rebuilt).
+    store = Store(over_remotes.sessions_dir, readonly=True)
+    rec, rec2 = store.get_response(first.id), store.get_response(second.id)
+    assert rec is not None and rec2 is not None
+    stored = store.session_tokens(rec.session_id, rec.end)
+    assert store.session_tokens(rec2.session_id, rec2.end)[: len(stored)] == stored
+
+
+def test_disconnect_stops_the_remote(over_remotes, remote_slow: RemoteServer):
+    before = remote_slow.wait_idle()
+    body = {
+        "model": "slow",
+        "input": "go",
+        "stream": True,
+        "max_output_tokens": 4000,
+        "logit_bias": NO_EOS,
+    }
+    response_id = None
+    with httpx.stream("POST", over_remotes.base_url + "/responses", json=body, timeout=60) as r:
+        for line in r.iter_lines():
+            if line.startswith("data: "):
+                event = json.loads(line[6:])
+                response_id = response_id or event.get("response", {}).get("id")
+                if event["type"] == "response.output_text.delta":
+                    break
+    after = remote_slow.wait_idle()  # the remote stopped generating (or never stops)
+    assert 0 < delta(before, after, "tokens_predicted_total") < 4000
+    assert httpx.get(f"{over_remotes.base_url}/responses/{response_id}").status_code == 404
+
+
+def test_chat_completions_and_lmsp_once(over_remotes):
+    client = client_for(over_remotes)
+    chat = client.chat.completions.create(
+        model="chatml", messages=[{"role": "user", "content": "hi"}], max_tokens=12, seed=2
+    )
+    assert chat.choices[0].finish_reason in ("stop", "length")
+    assert chat.usage.completion_tokens <= 12
+    chunks = list(
+        client.chat.completions.create(
+            model="chatml",
+            messages=[{"role": "user", "content": "hi"}],
+            max_tokens=12,
+            seed=2,
+            stream=True,
+        )
+    )
+    assert chunks[-1].choices[0].finish_reason in ("stop", "length")
+    body = {
+        "model": "chatml",
+        "input": [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+        ],
+        "max_output_tokens": 8,
+    }
+    lmsp = httpx.post(over_remotes.url + "/lmsp/v1/responses", json=body, timeout=60)
+    assert lmsp.status_code == 200 and lmsp.json()["status"] in ("completed", "incomplete")
+    assert lmsp.json()["model"] == "chatml"
+
+
+def test_images_are_refused_cleanly(over_remotes):
+    url = data_url(png(8, 8, seed=1))
+    with pytest.raises(openai.BadRequestError) as caught:
+        client_for(over_remotes).chat.completions.create(
+            model="chatml",
+            messages=[
+                {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]}
+            ],
+        )
+    assert caught.value.body["code"] == "unsupported_input"
+
+
+def test_a_remote_that_goes_away_gives_503_then_recovers(
+    start_remote, sf_model_cache: Path, tmp_path: Path
+):
+    remote = start_remote("superfluid/tiny-chatml")
+    server = start_over_remotes(sf_model_cache, tmp_path, {"m": remote})
+    client = client_for(server)
+    try:
+        assert client.responses.create(model="m", input="a", max_output_tokens=4).status
+        remote.stop(signal.SIGKILL)
+        for stream in (False, True):
+            with pytest.raises(openai.APIStatusError) as caught:
+                client.responses.create(model="m", input="b", max_output_tokens=4, stream=stream)
+            assert caught.value.status_code == 503
+            assert caught.value.body["code"] == "engine_unavailable"
+            assert remote.url in caught.value.body["message"]
+        remote.start()  # the same port, a fresh (cold) remote
+        again = client.responses.create(model="m", input="c", max_output_tokens=4)
+        assert again.status in ("completed", "incomplete")
+    finally:
+        server.stop()
+        remote.stop()
+
+
+def test_a_remote_dying_mid_stream_fails_the_stream(
+    start_remote, sf_model_cache: Path, tmp_path: Path
+):
+    remote = start_remote("superfluid/tiny-chatml")
+    server = start_over_remotes(sf_model_cache, tmp_path, {"m": remote})
+    body = {
+        "model": "m",
+        "input": "go",
+        "stream": True,
+        "max_output_tokens": 4000,
+        "logit_bias": NO_EOS,
+    }
+    try:
+        names = []
+        with httpx.stream("POST", server.base_url + "/responses", json=body, timeout=60) as r:
+            for line in r.iter_lines():
+                if line.startswith("event: "):
+                    names.append(line[7:])
+                    if names[-1] == "response.output_text.delta" and remote.process:
+                        remote.stop(signal.SIGKILL)
+        assert names[-2:] == ["error", "response.failed"]
+        listed = httpx.get(server.base_url + "/responses").json()["data"]
+        assert listed == []  # nothing half-generated is stored
+    finally:
+        server.stop()
+        remote.stop()
