@@ -15,7 +15,7 @@ from typing import Any
 BENCH_DIR = Path(__file__).resolve().parent
 CACHE_DIR = BENCH_DIR / ".cache"
 RESULTS_DIR = BENCH_DIR / "results"
-SCENARIOS = ("warm", "interleaved", "fanout", "streaming", "concurrency", "jupyter")
+SCENARIOS = ("warm", "interleaved", "fanout", "streaming", "concurrency", "jupyter", "remote")
 
 
 @dataclass(frozen=True)

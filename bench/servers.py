@@ -141,6 +141,22 @@ def start_superfluid(cfg: BenchConfig, model: Path, workdir: Path, kv_tokens: in
     return _launch("superfluid", cmd, workdir, port, _superfluid_loaded("", {}))
 
 
+def start_superfluid_over(remote_url: str, workdir: Path) -> Server:
+    """The standalone superfluid serving the bench model from a remote llama-server."""
+    port = free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyter_superfluid",
+        "serve",
+        f"--port={port}",
+        "--host=127.0.0.1",
+        f"--sessions-dir={workdir / f'sessions-{port}'}",
+        f"--model={MODEL_ID}=llama-server:{remote_url}",
+    ]
+    return _launch("superfluid-over-llama-server", cmd, workdir, port, _superfluid_loaded("", {}))
+
+
 def llama_cpp_server_available() -> bool:
     """Whether ``llama_cpp.server`` imports (the ``[bench]`` extra is installed)."""
     try:

@@ -19,10 +19,12 @@ if str(ROOT) not in sys.path:  # ``bench`` is a top-level package of the reposit
 from bench import config  # noqa: E402
 from bench.run import RunOptions, run  # noqa: E402
 from bench.servers import llama_cpp_server_available  # noqa: E402
+from jupyter_superfluid.engine.remote.build import llama_server_path  # noqa: E402
 
 
 def test_tiny_run_writes_json_and_markdown(tmp_path: Path) -> None:
     with_llama = llama_cpp_server_available()
+    llama_server = llama_server_path()
     options = RunOptions(
         cfg=config.tiny(),
         scenarios=config.SCENARIOS,
@@ -30,6 +32,8 @@ def test_tiny_run_writes_json_and_markdown(tmp_path: Path) -> None:
         out_dir=tmp_path / "results",
         stem="tiny",
         llama_cpp_server=True,  # run() records it as skipped when the extra is missing
+        # The C++ llama-server is compared when it is built (.ci/run builds it first).
+        llama_server_binary=llama_server if llama_server.exists() else None,
         scratch=tmp_path,
     )
     json_path, md_path = run(options)
@@ -53,3 +57,7 @@ def test_tiny_run_writes_json_and_markdown(tmp_path: Path) -> None:
     assert table_rows and all(line.endswith("|") for line in table_rows)
     if not with_llama:
         assert any("llama_cpp.server" in s for s in results["skipped"])
+    if llama_server.exists():  # superfluid over a remote llama-server ran, and was warm
+        remote = next(s for s in results["sections"] if s["id"] == "remote")
+        warm = [t for t in remote["targets"] if t["target"].startswith("continuations")]
+        assert warm and all(t["met"] for t in warm), warm

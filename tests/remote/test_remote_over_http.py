@@ -22,7 +22,7 @@ from jupyter_superfluid.pytest_plugin import StandaloneServer
 from jupyter_superfluid.sessions import Store
 
 from .conftest import start_over_remotes
-from .helpers import RemoteServer
+from .helpers import RemoteServer, slow_model
 
 NO_EOS = {str(vocabulary()[0].index(EOS_TOKEN)): -100}
 CITY = {"type": "object", "properties": {"city": {"enum": ["Paris", "Oslo"]}}, "required": ["city"]}
@@ -223,7 +223,7 @@ def test_a_remote_that_goes_away_gives_503_then_recovers(
 def test_a_remote_dying_mid_stream_fails_the_stream(
     start_remote, sf_model_cache: Path, tmp_path: Path
 ):
-    remote = start_remote("superfluid/tiny-chatml")
+    remote = start_remote(slow_model(sf_model_cache), slots=1)  # still generating when killed
     server = start_over_remotes(sf_model_cache, tmp_path, {"m": remote})
     body = {
         "model": "m",
@@ -233,14 +233,16 @@ def test_a_remote_dying_mid_stream_fails_the_stream(
         "logit_bias": NO_EOS,
     }
     try:
-        names = []
+        events = []
         with httpx.stream("POST", server.base_url + "/responses", json=body, timeout=60) as r:
             for line in r.iter_lines():
-                if line.startswith("event: "):
-                    names.append(line[7:])
-                    if names[-1] == "response.output_text.delta" and remote.process:
+                if line.startswith("data: "):
+                    events.append(json.loads(line[6:]))
+                    if events[-1]["type"] == "response.output_text.delta" and remote.process:
                         remote.stop(signal.SIGKILL)
-        assert names[-2:] == ["error", "response.failed"]
+        assert [e["type"] for e in events[-2:]] == ["error", "response.failed"]
+        error = events[-2]
+        assert error["code"] == "engine_unavailable" and remote.url in error["message"]
         listed = httpx.get(server.base_url + "/responses").json()["data"]
         assert listed == []  # nothing half-generated is stored
     finally:
