@@ -52,6 +52,7 @@ class Composition:
     @classmethod
     def build(cls, config: Superfluid) -> Composition:
         """Build the parts for ``config`` (models load later, off the event loop)."""
+        _route_package_log(config.log)
         access = Access(KeyRing(config.api_keys, config.key_policy), config.max_request_bytes)
         registry = ModelRegistry(
             list(config.models) or None,
@@ -116,3 +117,14 @@ class Composition:
         await self.lmsp.close()
         await self.models.close()
         await asyncio.to_thread(self.store.close)
+
+
+def _route_package_log(host_log: logging.Logger | logging.LoggerAdapter[logging.Logger]) -> None:
+    """Let the package's own loggers (model loads, engine processes) write to the host's log."""
+    package = logging.getLogger("jupyter_superfluid")
+    handlers = getattr(host_log, "handlers", None) or []
+    if package.handlers or not handlers:
+        return
+    for handler in handlers:
+        package.addHandler(handler)
+    package.setLevel(logging.INFO)

@@ -220,21 +220,21 @@ def test_calls_wait_for_the_restart(sf_models: dict[str, Path]) -> None:
     assert after == before and new_pid not in (None, pid)
 
 
-def test_a_crash_while_loading_is_a_load_error(sf_models: dict[str, Path], tmp_path: Path) -> None:
-    # A FIFO blocks the engine process's open() until it is killed: a load that never ends.
-    fifo = tmp_path / "slow.gguf"
-    os.mkfifo(fifo)
-
-    async def scenario() -> ModelLoadError:
-        loading = asyncio.ensure_future(ProcessEngine.start("slow", fifo))
+def test_a_crash_while_loading_is_a_load_error(sf_models: dict[str, Path]) -> None:
+    async def scenario() -> tuple[ModelLoadError, int]:
+        loading = asyncio.ensure_future(ProcessEngine.start(CHATML, sf_models[CHATML]))
         while not engine_children():
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.01)
         (pid,) = engine_children()
+        # Stopped at once (it needs far longer to import llama.cpp and load), then killed.
+        os.kill(pid, signal.SIGSTOP)
+        await asyncio.sleep(0.1)
+        assert not loading.done(), "it loaded before it could be stopped"
         os.kill(pid, signal.SIGKILL)
         with pytest.raises(ModelLoadError) as info:
             await loading
-        return info.value
+        return info.value, pid
 
-    err = asyncio.run(scenario())
-    assert "was killed by SIGKILL while loading" in str(err)
+    err, pid = asyncio.run(scenario())
+    assert f"(pid {pid}) was killed by SIGKILL while loading" in str(err)
     assert engine_children() == []

@@ -198,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     server.engine = engine
     server.ready.set()
+    server.flush()  # the counters, from zero
     server.send(("ready", wire.info_to_wire(engine.info), os.getpid()))
     server.closing.wait()
     engine.close_sync()
