@@ -87,7 +87,8 @@ class Superfluid(LoggingConfigurable):
     remote_timeout = Float(
         300.0,
         help="Seconds a remote engine (llama-server:URL) may stay silent during a "
-        "generation before it is taken as gone (the generation fails, engine_unavailable).",
+        "generation before it is taken as gone (the generation fails, engine_unavailable); "
+        "its other calls (tokenizing, /props) wait at most 30 s, or this if shorter.",
     ).tag(config=True)
 
     preload = Bool(

@@ -59,10 +59,12 @@ class Discovery:
         else:
             caps = {name: True for name in capabilities.NAMES}
             caps.update(tools=None, reasoning=None)  # known once its template is read
-        # The engine caps each conversation's window at the model's trained length.
+        # The engine caps each conversation's window at the model's trained length; a
+        # loaded engine knows its window (a remote engine's is the remote's own).
         window = self.config.context_size
         if peeked is not None and peeked.context_size:
-            window = min(window, peeked.context_size)
+            loaded = self.models.is_loaded(model_id)
+            window = peeked.context_size if loaded else min(window, peeked.context_size)
         return {
             "id": model_id,
             "object": "model",

@@ -22,7 +22,7 @@ from jupyter_superfluid.pytest_plugin import StandaloneServer
 from jupyter_superfluid.sessions import Store
 
 from .conftest import start_over_remotes
-from .helpers import RemoteServer, slow_model
+from .helpers import SLOT_CONTEXT, RemoteServer, slow_model
 
 NO_EOS = {str(vocabulary()[0].index(EOS_TOKEN)): -100}
 CITY = {"type": "object", "properties": {"city": {"enum": ["Paris", "Oslo"]}}, "required": ["city"]}
@@ -248,3 +248,60 @@ def test_a_remote_dying_mid_stream_fails_the_stream(
     finally:
         server.stop()
         remote.stop()
+
+
+def test_stop_sequences_are_applied_here_and_stop_the_remote(over_remotes, remote_slow):
+    before = remote_slow.wait_idle()
+    chat = client_for(over_remotes).chat.completions.create(
+        model="slow",
+        messages=[{"role": "user", "content": "hi"}],
+        max_tokens=300,
+        seed=1,
+        stop=["e", "a", "o", " "],
+        logit_bias=NO_EOS,
+    )
+    after = remote_slow.wait_idle()
+    text = chat.choices[0].message.content or ""
+    assert chat.choices[0].finish_reason == "stop"
+    assert not any(s in text for s in ("e", "a", "o", " "))
+    assert delta(before, after, "tokens_predicted_total") < 300  # closing the stream stopped it
+
+
+def test_a_hung_remote_times_out_instead_of_hanging(
+    start_remote, sf_model_cache: Path, tmp_path: Path
+):
+    remote = start_remote(slow_model(sf_model_cache), slots=1)
+    server = start_over_remotes(sf_model_cache, tmp_path, {"m": remote}, "--remote-timeout=2")
+    body = {"model": "m", "input": "go", "stream": True, "max_output_tokens": 4000}
+    body["logit_bias"] = NO_EOS
+    assert remote.process is not None
+    try:
+        events = []
+        with httpx.stream("POST", server.base_url + "/responses", json=body, timeout=60) as r:
+            for line in r.iter_lines():
+                if line.startswith("data: "):
+                    events.append(json.loads(line[6:]))
+                    if events[-1]["type"] == "response.output_text.delta" and len(events) < 9:
+                        remote.process.send_signal(signal.SIGSTOP)  # alive, but silent
+        assert [e["type"] for e in events[-2:]] == ["error", "response.failed"]
+        assert "did not answer in time" in events[-2]["message"]
+        with pytest.raises(openai.APIStatusError) as caught:
+            client_for(server).responses.create(model="m", input="b", max_output_tokens=4)
+        assert caught.value.status_code == 503 and remote.url in caught.value.body["message"]
+        remote.process.send_signal(signal.SIGCONT)
+        again = client_for(server).responses.create(model="m", input="c", max_output_tokens=4)
+        assert again.status in ("completed", "incomplete")
+    finally:
+        if remote.process is not None:
+            remote.process.send_signal(signal.SIGCONT)
+        server.stop()
+        remote.stop()
+
+
+def test_discovery_gives_the_remote_s_window(over_remotes):
+    client_for(over_remotes).responses.create(model="chatml", input="x", max_output_tokens=2)
+    lmsp = httpx.get(over_remotes.url + "/lmsp/v1/models/chatml", timeout=30).json()
+    # The remote's per-slot window, not --ctx-size (which is for local models).
+    assert (lmsp["state"], lmsp["context_window"]) == ("loaded", SLOT_CONTEXT)
+    openai_side = httpx.get(over_remotes.base_url + "/models/chatml", timeout=30).json()
+    assert openai_side["superfluid"]["context_size"] == SLOT_CONTEXT

@@ -52,7 +52,7 @@ from ..base import (
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 5.0
-CALL_TIMEOUT_S = 30.0  # /props, /tokenize, /detokenize
+CALL_TIMEOUT_S = 30.0  # /props, /tokenize, /detokenize (or the silence timeout if shorter)
 DEFAULT_SILENCE_TIMEOUT_S = 300.0  # a generation stream quiet for longer is taken as lost
 PING_INTERVAL_S = 10  # llama-server comments a silent stream this often
 PROPS_TTL_S = 30.0  # /props is re-read this often, so a restarted remote is noticed
@@ -125,7 +125,8 @@ class LlamaServerEngine:
         self._id = model_id
         key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self._call_timeout = httpx.Timeout(CALL_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
+        call = min(CALL_TIMEOUT_S, silence_timeout)
+        self._call_timeout = httpx.Timeout(call, connect=min(CONNECT_TIMEOUT_S, call))
         self._stream_timeout = httpx.Timeout(silence_timeout, connect=CONNECT_TIMEOUT_S, pool=None)
         self._client = httpx.Client(headers=self._headers, timeout=self._call_timeout)
         self._async: tuple[asyncio.AbstractEventLoop, httpx.AsyncClient] | None = None
