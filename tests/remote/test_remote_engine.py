@@ -19,11 +19,8 @@ from jupyter_superfluid.engine.base import (
 )
 from jupyter_superfluid.engine.local.llama import LlamaEngine
 from jupyter_superfluid.engine.registry import ModelRegistry, parse_spec
-from jupyter_superfluid.engine.remote.llama_server import (
-    LlamaServerEngine,
-    completion_body,
-    remote_seed,
-)
+from jupyter_superfluid.engine.remote.llama_completion import completion_body, remote_seed
+from jupyter_superfluid.engine.remote.llama_server import LlamaServerEngine
 from jupyter_superfluid.engine.testmodels import EOS_TOKEN, ensure_builtin, vocabulary
 from jupyter_superfluid.pytest_plugin import free_port
 
@@ -153,6 +150,12 @@ def test_overflow_and_unreachable_remote(remote_chatml: RemoteServer) -> None:
     with pytest.raises(EngineUnavailableError, match=url) as caught:
         LlamaServerEngine.connect("gone", url)
     assert caught.value.code == "engine_unavailable"
+
+
+def test_a_url_that_is_not_llama_server_is_unavailable(sf_start_standalone) -> None:
+    other = sf_start_standalone()  # an HTTP server, but superfluid's, not llama-server's
+    with pytest.raises(EngineUnavailableError, match=other.url):
+        LlamaServerEngine.connect("m", other.url)
 
 
 def test_registry_connects_lazily_and_retries_after_a_failure(

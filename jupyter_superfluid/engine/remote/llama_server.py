@@ -44,69 +44,18 @@ from ..base import (
     GenerationFinished,
     MediaError,
     ModelInfo,
-    PromptEvaluated,
-    SamplingParams,
-    TokenGenerated,
 )
+from .llama_completion import CompletionRelay, completion_body
 
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 5.0
 CALL_TIMEOUT_S = 30.0  # /props, /tokenize, /detokenize (or the silence timeout if shorter)
 DEFAULT_SILENCE_TIMEOUT_S = 300.0  # a generation stream quiet for longer is taken as lost
-PING_INTERVAL_S = 10  # llama-server comments a silent stream this often
 PROPS_TTL_S = 30.0  # /props is re-read this often, so a restarted remote is noticed
 API_KEY_ENV = "LLAMA_API_KEY"  # the remote's --api-key, when it has one
 _CACHED_TEXTS = 2048
 _CACHED_TEXT_CHARS = 16384
-_RANDOM_SEED = 0xFFFFFFFF  # llama.cpp's LLAMA_DEFAULT_SEED: a random seed per request
-_STOP_REASONS = {"eos": "stop", "word": "stop", "limit": "length"}
-
-
-def completion_body(request: GenerateRequest) -> dict[str, Any]:
-    """The ``/completion`` request body of ``request`` (a streamed token-id prompt)."""
-    return {
-        "prompt": list(request.prompt_tokens),
-        "stream": True,
-        "cache_prompt": True,
-        "return_tokens": True,
-        "return_progress": True,  # headers and progress while a long prompt is evaluated
-        "timings_per_token": True,  # cache_n arrives with the first token
-        "sse_ping_interval": PING_INTERVAL_S,
-        **sampling_fields(request.sampling),
-    }
-
-
-def sampling_fields(sampling: SamplingParams) -> dict[str, Any]:
-    """llama-server's sampling fields for ``sampling``, the local chain's equivalent."""
-    fields: dict[str, Any] = {
-        "n_predict": -1 if sampling.max_tokens is None else sampling.max_tokens,
-        "temperature": sampling.temperature,  # <= 0: greedy
-        "top_p": sampling.top_p,
-        "min_keep": 1,
-        "samplers": ["top_p", "temperature"],
-        "mirostat": 0,
-        "dynatemp_range": 0.0,
-        "seed": remote_seed(sampling.seed),
-        "n_probs": 0,
-    }
-    if sampling.grammar is not None:
-        fields["grammar"] = sampling.grammar
-    if sampling.logit_bias:
-        # false bans a token (as -100 does through the OpenAI APIs); a number biases it.
-        fields["logit_bias"] = [
-            [int(token), False if bias <= -100 else float(bias)]
-            for token, bias in sampling.logit_bias.items()
-        ]
-    return fields
-
-
-def remote_seed(seed: int | None) -> int:
-    """The 32-bit seed llama.cpp takes; a given seed never maps to "random"."""
-    if seed is None:
-        return _RANDOM_SEED
-    value = seed % 2**32
-    return value - 1 if value == _RANDOM_SEED else value
 
 
 class LlamaServerEngine:
@@ -179,8 +128,15 @@ class LlamaServerEngine:
 
     def _read_model(self) -> None:
         """ModelInfo from ``/props`` and ``/v1/models``; refuse a different vocabulary."""
-        props = self._call("GET", "/props")
-        meta = self._call("GET", "/v1/models")["data"][0].get("meta", {})
+        try:
+            props = self._call("GET", "/props")
+            meta = self._call("GET", "/v1/models")["data"][0]["meta"]
+            context = int(props["default_generation_settings"]["n_ctx"])
+        except (KeyError, IndexError, TypeError, ValueError) as err:
+            raise EngineUnavailableError(
+                f"{self.url} does not answer as llama-server does (no {err} in /props "
+                "or /v1/models)"
+            ) from err
         template = props.get("chat_template") or None
         bos, eos = props.get("bos_token", ""), props.get("eos_token", "")
         identity = (meta.get("vocab_type"), meta.get("n_vocab"), bos, eos, template)
@@ -195,7 +151,7 @@ class LlamaServerEngine:
         self._info = ModelInfo(
             id=self._id,
             path=self.url,
-            context_size=int(props["default_generation_settings"]["n_ctx"]),
+            context_size=context,
             chat_template=template,
             bos_token=bos,
             eos_token=eos,
@@ -213,7 +169,10 @@ class LlamaServerEngine:
             raise self._unreachable(err) from err
         if response.status_code != 200:
             raise self._refusal(response.status_code, response.content)
-        return response.json()
+        try:
+            return response.json()
+        except ValueError as err:
+            raise EngineUnavailableError(f"{self.url} answered {path} with no JSON") from err
 
     def tokenize(self, text: str, *, special: bool = True) -> list[int]:
         """Token ids of ``text`` (BOS if the model asks for it), from ``/tokenize`` (blocking)."""
@@ -272,7 +231,7 @@ class LlamaServerEngine:
         """POST ``/completion`` and relay its chunks as events; closing cancels."""
         if not self._current():
             await asyncio.to_thread(self._ensure_current)
-        relay = _Relay(self, n_prompt)
+        relay = CompletionRelay(self, n_prompt)
         try:
             async with self._async_client().stream(
                 "POST", self.url + "/completion", json=body, timeout=self._stream_timeout
@@ -373,56 +332,3 @@ class LlamaServerEngine:
             self._async = None
             if loop is asyncio.get_running_loop():
                 await client.aclose()
-
-
-class _Relay:
-    """Turns one generation's ``/completion`` chunks into engine events."""
-
-    def __init__(self, engine: LlamaServerEngine, n_prompt: int) -> None:
-        self.engine = engine
-        self.n_prompt = n_prompt
-        self.started = False  # PromptEvaluated sent
-        self.predicted = 0  # tokens the remote generated so far
-        self.cached = 0
-
-    async def events(self, chunk: dict[str, Any]) -> list[EngineEvent]:
-        """The events of one chunk (none for a progress report)."""
-        if "error" in chunk:
-            error = chunk["error"] if isinstance(chunk["error"], dict) else {}
-            unavailable = error.get("type") == "unavailable_error" or error.get("code") == 503
-            message = f"llama-server at {self.engine.url}: {error.get('message', chunk['error'])}"
-            return [self.failed(message, code="engine_unavailable" if unavailable else None)]
-        timings = chunk.get("timings") or {}
-        progress = chunk.get("prompt_progress") or {}
-        self.cached = int(timings.get("cache_n", progress.get("cache", self.cached)))
-        # A progress report carries a placeholder token (id 0) that was never generated.
-        tokens = [] if progress else [int(t) for t in chunk.get("tokens") or ()]
-        out: list[EngineEvent] = []
-        if (tokens or chunk.get("stop")) and not self.started:
-            self.started = True
-            out.append(PromptEvaluated(self.n_prompt, self.cached))
-        if tokens:
-            out += await self._tokens(tokens, str(chunk.get("content", "")), chunk)
-        if chunk.get("stop"):
-            self.predicted = int(chunk.get("tokens_predicted", self.predicted))
-            reason = _STOP_REASONS.get(str(chunk.get("stop_type")), "stop")
-            out.append(GenerationFinished(reason, self.predicted))  # type: ignore[arg-type]
-        return out
-
-    async def _tokens(
-        self, tokens: list[int], text: str, chunk: dict[str, Any]
-    ) -> list[TokenGenerated]:
-        """The generated tokens of a chunk, with the ids of held-back ones recovered."""
-        predicted = int(chunk.get("tokens_predicted", self.predicted + len(tokens)))
-        held_back = predicted - self.predicted - len(tokens)
-        self.predicted = predicted
-        if held_back > 0:
-            # Their ids were never sent: tokenize the text they completed.
-            tokens = await self.engine.retokenize(text) or tokens
-        elif not text and len(tokens) == 1:
-            text = await self.engine.special_text(tokens[0])
-        return [TokenGenerated(t, "") for t in tokens[:-1]] + [TokenGenerated(tokens[-1], text)]
-
-    def failed(self, message: str, *, code: str | None) -> GenerationFinished:
-        """The last event of a generation that failed."""
-        return GenerationFinished("error", self.predicted, error=message, code=code)
