@@ -25,7 +25,7 @@ def grammar_for(
             return grammars.json_schema_grammar(fmt.schema, reasoning=opens_reasoning)
         if fmt.type == "json_object":
             return grammars.json_object_grammar(reasoning=opens_reasoning)
-    except (ValueError, TypeError, KeyError, RecursionError) as err:
+    except Exception as err:  # the converter's own errors on schemas it cannot handle
         param = "tools" if tools and choice.mode in ("required", "function") else fmt.param
         raise InvalidRequest(
             f"{param}: the JSON schema cannot be enforced: {err}", param=param

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from ..chat.types import ChatMessage
 from ..sessions import ResponseRecord, Store
-from .items import to_messages
+from .items import messages_of
 from .prompting import Continuation
 
 
@@ -21,7 +21,7 @@ async def load_continuation(
     chain = await asyncio.to_thread(store.response_chain, response_id, owner)
     messages: tuple[ChatMessage, ...] = ()
     for record in chain:
-        messages += to_messages(list(record.input_items)) + to_messages(list(record.output_items))
+        messages += messages_of(record.input_items) + messages_of(record.output_items)
     # Stored media are this request's through previous_response_id (for error messages).
     messages = tuple(
         replace(m, media=tuple(replace(x, param="previous_response_id") for x in m.media))

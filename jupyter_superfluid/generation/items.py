@@ -1,39 +1,32 @@
-"""Responses-style input items and tools → neutral chat messages and tool specs.
+"""Responses-style input items and tools: typed models, and their neutral messages and specs.
 
-Shared by the OpenAI Responses API and LMSP, whose items have the same shapes.
-
-Output items are valid input items, so every shape this server emits is
-accepted back unchanged (extra fields such as ``id`` and ``status`` are ignored).
+Shared by the OpenAI Responses API and LMSP, whose items have the same shapes,
+and by the store (continuing a conversation reads its stored items back through
+the same models). Output items are valid input items, so every shape this
+server emits is accepted back unchanged (extra fields such as ``id`` and
+``status`` are kept and ignored). The models check shapes and types (a
+validation error names the field, ``input[2].content[0].text``); turning them
+into ``ChatMessage`` values checks what only the content can tell (media).
 """
 
 from __future__ import annotations
 
-import json
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError
 
 from ..chat.types import ChatMessage, MediaInput, OutputFormat, ToolCall, ToolChoice, ToolSpec
 from ..errors import APIError, InvalidRequest, UnsupportedParameter
+from ..validation import check_schema, invalid, parse
 from .media import MEDIA_MARKER, audio_part, image_url_part
 
 ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
-BUILTIN_TOOLS = {
-    "web_search",
-    "web_search_preview",
-    "web_search_2025_08_26",
-    "file_search",
-    "computer",
-    "computer_use",
-    "computer_use_preview",
-    "code_interpreter",
-    "image_generation",
-    "mcp",
-    "custom",
-    "local_shell",
-    "shell",
-    "apply_patch",
-    "tool_search",
-}
+MAX_ITEMS = 4096  # input items of one request
+MAX_PARTS = 1024  # content parts of one item
+MAX_TOOLS = 256
+NAME = r"^[A-Za-z0-9_.:-]{1,128}$"  # function, namespace and call names
 
 
 class UnsupportedTool(APIError):
@@ -42,63 +35,251 @@ class UnsupportedTool(APIError):
     code = "unsupported_tool"
 
 
-def normalize_input(raw: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+class Wire(BaseModel):
+    """Base of the wire models: strict types, unknown fields kept (and ignored)."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+
+
+# -- content parts ---------------------------------------------------------------------
+
+
+class TextPart(Wire):
+    """A text part: input, output, summary or reasoning text."""
+
+    type: Literal["input_text", "output_text", "text", "summary_text", "reasoning_text"]
+    text: str
+
+
+class RefusalPart(Wire):
+    """A refusal, sent back as text."""
+
+    type: Literal["refusal"]
+    refusal: str = ""
+
+
+class ImagePart(Wire):
+    """An image: a data: URL (``image_url``); ``file_id`` is refused."""
+
+    type: Literal["input_image"]
+    image_url: str | None = None
+    file_id: str | None = None
+    detail: Literal["auto", "low", "high"] | None = None
+
+
+class AudioData(Wire):
+    """``{"data": base64, "format": "wav" | "mp3"}``."""
+
+    data: str
+    format: Literal["wav", "mp3"] | None = None
+
+
+class AudioPart(Wire):
+    """An audio clip, as on chat completions."""
+
+    type: Literal["input_audio"]
+    input_audio: AudioData
+
+
+class FilePart(Wire):
+    """A file part: refused (``unsupported_parameter``)."""
+
+    type: Literal["input_file"]
+
+
+ContentPart = Annotated[
+    TextPart | RefusalPart | ImagePart | AudioPart | FilePart, Field(discriminator="type")
+]
+Content = str | Annotated[list[ContentPart], Field(max_length=MAX_PARTS)]
+
+
+# -- items -----------------------------------------------------------------------------
+
+
+class MessageItem(Wire):
+    """A chat message; ``type`` may be left out (``{"role", "content"}``)."""
+
+    type: Literal["message"] = "message"
+    role: Literal["user", "system", "developer", "assistant"]
+    content: Content
+
+
+class FunctionCallItem(Wire):
+    """A prior function call (``namespace`` for a namespace tool's member)."""
+
+    type: Literal["function_call"]
+    call_id: str = Field(min_length=1, max_length=256)
+    name: str = Field(pattern=NAME)
+    arguments: str
+    namespace: str | None = Field(default=None, pattern=NAME)
+
+
+class FunctionCallOutputItem(Wire):
+    """A function call's result: a string or text parts."""
+
+    type: Literal["function_call_output"]
+    call_id: str = Field(min_length=1, max_length=256)
+    output: Content
+
+
+class ReasoningItem(Wire):
+    """Prior reasoning (content or summary text), joined to the assistant turn after it."""
+
+    type: Literal["reasoning"]
+    content: Annotated[list[ContentPart], Field(max_length=MAX_PARTS)] | None = None
+    summary: Annotated[list[ContentPart], Field(max_length=MAX_PARTS)] = []
+
+
+class ItemReference(Wire):
+    """A reference to a stored item: refused (``unsupported_parameter``)."""
+
+    type: Literal["item_reference"]
+
+
+def _item_tag(value: Any) -> str | None:
+    if isinstance(value, dict):
+        kind = value.get("type", "message")
+        return kind if isinstance(kind, str) else None
+    return getattr(value, "type", None)
+
+
+InputItem = Annotated[
+    Annotated[MessageItem, Tag("message")]
+    | Annotated[FunctionCallItem, Tag("function_call")]
+    | Annotated[FunctionCallOutputItem, Tag("function_call_output")]
+    | Annotated[ReasoningItem, Tag("reasoning")]
+    | Annotated[ItemReference, Tag("item_reference")],
+    Discriminator(_item_tag),
+]
+InputItems = Annotated[list[InputItem], Field(max_length=MAX_ITEMS)]
+STORED_ITEMS: TypeAdapter[list[Any]] = TypeAdapter(list[InputItem])
+
+
+# -- tools -----------------------------------------------------------------------------
+
+
+class FunctionTool(Wire):
+    """A function tool: ``{type, name, description?, parameters?, strict?}``."""
+
+    type: Literal["function"]
+    name: str = Field(pattern=NAME)
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class NamespaceTool(Wire):
+    """A group of function tools the model sees as ``namespace.member``."""
+
+    type: Literal["namespace"]
+    name: str = Field(pattern=NAME)
+    description: str | None = None
+    tools: list[Any] = Field(min_length=1, max_length=MAX_TOOLS)
+
+
+class BuiltinTool(Wire):
+    """Any other tool type (web_search, mcp, ...): refused (``unsupported_tool``)."""
+
+    type: str
+
+
+def _tool_tag(value: Any) -> str | None:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    if not isinstance(kind, str):
+        return None
+    return kind if kind in ("function", "namespace") else "builtin"
+
+
+Tool = Annotated[
+    Annotated[FunctionTool, Tag("function")]
+    | Annotated[NamespaceTool, Tag("namespace")]
+    | Annotated[BuiltinTool, Tag("builtin")],
+    Discriminator(_tool_tag),
+]
+Tools = Annotated[list[Tool], Field(max_length=MAX_TOOLS)]
+
+
+class FunctionChoice(Wire):
+    """``{"type": "function", "name": ..., "namespace"?}``."""
+
+    type: Literal["function"]
+    name: str = Field(pattern=NAME)
+    namespace: str | None = Field(default=None, pattern=NAME)
+
+
+class OtherChoice(Wire):
+    """Any other tool choice object: refused (``unsupported_parameter``)."""
+
+    type: str
+
+
+def _choice_tag(value: Any) -> str | None:
+    if isinstance(value, str):
+        return "mode"
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    if not isinstance(kind, str):
+        return None
+    return "function" if kind == "function" else "other"
+
+
+ToolChoiceParam = Annotated[
+    Annotated[Literal["auto", "none", "required"], Tag("mode")]
+    | Annotated[FunctionChoice, Tag("function")]
+    | Annotated[OtherChoice, Tag("other")],
+    Discriminator(_choice_tag),
+]
+
+
+# -- to neutral values -------------------------------------------------------------------
+
+
+def normalize_input(raw: str | Sequence[Any]) -> list[Any]:
     """The input as a list of items (a string is one user message)."""
     if isinstance(raw, str):
-        return [
-            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": raw}]}
-        ]
+        return [MessageItem(role="user", content=[TextPart(type="input_text", text=raw)])]
     return list(raw)
 
 
 def part_text(part: Any, param: str) -> str:
     """The text of one content part, or a 400 saying why it cannot be used."""
-    kind = part.get("type") if isinstance(part, dict) else None
-    if kind in ("input_text", "output_text", "text", "summary_text", "reasoning_text"):
-        text = part.get("text")
-        if not isinstance(text, str):
-            raise InvalidRequest(f"{param}.text must be a string", param=f"{param}.text")
-        return text
-    if kind == "refusal":
-        return str(part.get("refusal") or "")
-    if kind in ("input_image", "input_audio"):
+    if isinstance(part, TextPart):
+        return part.text
+    if isinstance(part, RefusalPart):
+        return part.refusal
+    if isinstance(part, ImagePart | AudioPart):
         part_media(part, param)  # the part's own errors first
         raise InvalidRequest(
             f"{param}: images and audio are accepted in message content only",
             param=param,
             code="unsupported_input",
         )
-    if kind == "input_file":
-        raise UnsupportedParameter("input_file parts are not supported", param=param)
-    raise InvalidRequest(f"{param}: unknown content part type {kind!r}", param=f"{param}.type")
+    raise UnsupportedParameter("input_file parts are not supported", param=param)
 
 
-def part_media(part: dict[str, Any], param: str) -> MediaInput:
+def part_media(part: ImagePart | AudioPart, param: str) -> MediaInput:
     """An ``input_image`` (data: URL) or ``input_audio`` part as a neutral medium."""
-    if part.get("type") == "input_audio":
-        return audio_part(part, param)
-    if part.get("file_id"):
+    if isinstance(part, AudioPart):
+        return audio_part(part.model_dump(), param)
+    if part.file_id:
         raise UnsupportedParameter("input_image by file_id is not supported", param=param)
-    return image_url_part(part.get("image_url"), param, f"{param}.image_url")
+    return image_url_part(part.image_url, param, f"{param}.image_url")
 
 
-def content_text(content: Any, param: str) -> str:
+def content_text(content: str | list[Any], param: str) -> str:
     """A text-only content: a string or a list of text parts."""
     if isinstance(content, str):
         return content
-    if not isinstance(content, list):
-        raise InvalidRequest(f"{param} must be a string or an array of parts", param=param)
     return "".join(part_text(p, f"{param}[{j}]") for j, p in enumerate(content))
 
 
-def message_content(content: Any, param: str) -> tuple[str, tuple[MediaInput, ...]]:
+def message_content(content: str | list[Any], param: str) -> tuple[str, tuple[MediaInput, ...]]:
     """A message's content and media: text parts joined, each medium as MEDIA_MARKER."""
-    if not isinstance(content, list):
-        return content_text(content, param), ()
+    if isinstance(content, str):
+        return content, ()
     texts: list[str] = []
     media: list[MediaInput] = []
     for j, part in enumerate(content):
-        if isinstance(part, dict) and part.get("type") in ("input_image", "input_audio"):
+        if isinstance(part, ImagePart | AudioPart):
             media.append(part_media(part, f"{param}[{j}]"))
             texts.append(MEDIA_MARKER)
         else:
@@ -127,94 +308,64 @@ class _Turns:
             self.add(ChatMessage("assistant", "", tool_calls=(call,)))
 
 
-def to_messages(items: list[dict[str, Any]], param: str = "input") -> tuple[ChatMessage, ...]:
-    """Neutral messages for a list of Responses input (or output) items."""
+def to_messages(items: Sequence[Any], param: str = "input") -> tuple[ChatMessage, ...]:
+    """Neutral messages for validated input (or output) items."""
     turns = _Turns()
     for i, item in enumerate(items):
         at = f"{param}[{i}]"
-        if not isinstance(item, dict):
-            raise InvalidRequest(f"{at} must be an object", param=at)
-        kind = item.get("type", "message" if "role" in item else None)
-        if kind == "message":
-            role = ROLES.get(item.get("role"))  # type: ignore[arg-type]
-            if role is None:
-                raise InvalidRequest(
-                    f"{at}.role must be user, system, developer or assistant", param=f"{at}.role"
-                )
-            text, media = message_content(item.get("content", ""), f"{at}.content")
-            turns.add(ChatMessage(role, text, media=media))  # type: ignore[arg-type]
-        elif kind == "function_call":
-            turns.add_call(_call(item, at))
-        elif kind == "function_call_output":
-            call_id = _string(item, "call_id", at)
-            output = item.get("output", "")
-            text = output if isinstance(output, str) else content_text(output, f"{at}.output")
-            turns.add(ChatMessage("tool", text, tool_call_id=call_id))
-        elif kind == "reasoning":
-            turns.reasoning = (turns.reasoning or "") + _reasoning_text(item, at)
-        elif kind == "item_reference":
-            raise UnsupportedParameter("item_reference items are not supported", param=at)
+        if isinstance(item, MessageItem):
+            text, media = message_content(item.content, f"{at}.content")
+            turns.add(ChatMessage(ROLES[item.role], text, media=media))  # type: ignore[arg-type]
+        elif isinstance(item, FunctionCallItem):
+            call = ToolCall(item.call_id, item.name, item.arguments, item.namespace)
+            turns.add_call(call)
+        elif isinstance(item, FunctionCallOutputItem):
+            text = content_text(item.output, f"{at}.output")
+            turns.add(ChatMessage("tool", text, tool_call_id=item.call_id))
+        elif isinstance(item, ReasoningItem):
+            parts = item.content or item.summary
+            text = "".join(part_text(p, f"{at}.content[{j}]") for j, p in enumerate(parts))
+            turns.reasoning = (turns.reasoning or "") + text
         else:
-            raise InvalidRequest(
-                f"{at}.type {kind!r} is not a supported input item", param=f"{at}.type"
-            )
+            raise UnsupportedParameter("item_reference items are not supported", param=at)
     return tuple(turns.messages)
 
 
-def _string(item: dict[str, Any], key: str, at: str) -> str:
-    value = item.get(key)
-    if not isinstance(value, str) or not value:
-        raise InvalidRequest(f"{at}.{key} must be a non-empty string", param=f"{at}.{key}")
-    return value
+def messages_of(items: Sequence[Any], param: str = "input") -> tuple[ChatMessage, ...]:
+    """Neutral messages of items already checked as JSON (a protocol's, or stored ones)."""
+    try:
+        typed = STORED_ITEMS.validate_python(list(items))
+    except ValidationError as err:
+        raise invalid(err, list(items), param) from err
+    return to_messages(typed, param)
 
 
-def _call(item: dict[str, Any], at: str) -> ToolCall:
-    args = item.get("arguments", "{}")
-    if not isinstance(args, str):
-        raise InvalidRequest(f"{at}.arguments must be a JSON string", param=f"{at}.arguments")
-    namespace = item.get("namespace")
-    return ToolCall(
-        call_id=_string(item, "call_id", at),
-        name=_string(item, "name", at),
-        arguments=args,
-        namespace=namespace if isinstance(namespace, str) else None,
-    )
-
-
-def _reasoning_text(item: dict[str, Any], at: str) -> str:
-    parts = item.get("content") or item.get("summary") or []
-    if not isinstance(parts, list):
-        raise InvalidRequest(f"{at}.content must be an array", param=f"{at}.content")
-    return "".join(part_text(p, f"{at}.content[{j}]") for j, p in enumerate(parts))
-
-
-def to_tools(raw: list[dict[str, Any]]) -> tuple[ToolSpec, ...]:
+def to_tools(raw: Sequence[Any]) -> tuple[ToolSpec, ...]:
     """Function and namespace tools as neutral specs; built-in tools are refused."""
     specs: list[ToolSpec] = []
     for i, tool in enumerate(raw):
         at = f"tools[{i}]"
-        kind = tool.get("type") if isinstance(tool, dict) else None
-        if kind == "function":
-            specs.append(_function(tool, at, None))
-        elif kind == "namespace":
-            ns = _string(tool, "name", at)
-            members = tool.get("tools")
-            if not isinstance(members, list) or not members:
-                raise InvalidRequest(f"{at}.tools must list function tools", param=f"{at}.tools")
-            for j, member in enumerate(members):
-                if not isinstance(member, dict) or member.get("type") != "function":
+        if isinstance(tool, FunctionTool):
+            if tool.parameters is not None:
+                check_schema(tool.parameters, f"{at}.parameters")
+            specs.append(ToolSpec(tool.name, tool.description, tool.parameters))
+        elif isinstance(tool, NamespaceTool):
+            for j, member in enumerate(tool.tools):
+                kind = member.get("type") if isinstance(member, dict) else None
+                if kind != "function":
                     raise UnsupportedTool(
                         f"{at}.tools[{j}]: only function tools can be namespace members",
                         param=f"{at}.tools[{j}].type",
                     )
-                specs.append(_function(member, f"{at}.tools[{j}]", ns))
-        elif kind in BUILTIN_TOOLS or isinstance(kind, str):
+                fn = parse(FunctionTool, member, prefix=f"{at}.tools[{j}]")
+                if fn.parameters is not None:
+                    check_schema(fn.parameters, f"{at}.tools[{j}].parameters")
+                specs.append(ToolSpec(fn.name, fn.description, fn.parameters, tool.name))
+        else:
             raise UnsupportedTool(
-                f"built-in tool {kind!r} is not supported; only function and namespace tools",
+                f"built-in tool {tool.type!r} is not supported; only function and namespace tools",
                 param=f"{at}.type",
             )
-        else:
-            raise InvalidRequest(f"{at}.type is required", param=f"{at}.type")
     names = [s.qualified_name for s in specs]
     dup = {n for n in names if names.count(n) > 1}
     if dup:
@@ -222,32 +373,18 @@ def to_tools(raw: list[dict[str, Any]]) -> tuple[ToolSpec, ...]:
     return tuple(specs)
 
 
-def _function(tool: dict[str, Any], at: str, namespace: str | None) -> ToolSpec:
-    params = tool.get("parameters")
-    if params is not None and not isinstance(params, dict):
-        raise InvalidRequest(
-            f"{at}.parameters must be a JSON schema object", param=f"{at}.parameters"
-        )
-    desc = tool.get("description")
-    return ToolSpec(
-        _string(tool, "name", at), desc if isinstance(desc, str) else None, params, namespace
-    )
-
-
 def to_tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> ToolChoice:
     """auto, none, required, or a named function tool."""
-    if raw in ("auto", "none", "required"):
+    if isinstance(raw, str):
         if raw == "required" and not tools:
             raise InvalidRequest("tool_choice 'required' needs tools", param="tool_choice")
-        return ToolChoice(raw)
-    if not isinstance(raw, dict) or raw.get("type") != "function":
+        return ToolChoice(raw)  # type: ignore[arg-type]
+    if not isinstance(raw, FunctionChoice):
         raise UnsupportedParameter(
             'tool_choice must be auto, none, required or {"type": "function", "name": ...}',
             param="tool_choice",
         )
-    name = raw.get("name")
-    if isinstance(raw.get("namespace"), str):
-        name = f"{raw['namespace']}.{name}"
+    name = f"{raw.namespace}.{raw.name}" if raw.namespace else raw.name
     matches = [t for t in tools if name in (t.qualified_name, t.name)]
     if len(matches) != 1:
         raise InvalidRequest(
@@ -256,30 +393,19 @@ def to_tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> ToolChoice:
     return ToolChoice("function", matches[0].qualified_name)
 
 
-def to_output_format(text: Any) -> OutputFormat:
-    """``text.format`` as a neutral output format."""
-    fmt = (text or {}).get("format") if isinstance(text, dict) else None
-    if fmt is None:
+def to_output_format(fmt: Any, param: str = "text.format") -> OutputFormat:
+    """A validated ``text.format`` as a neutral output format."""
+    if fmt is None or fmt.type == "text":
         return OutputFormat()
-    kind = fmt.get("type") if isinstance(fmt, dict) else None
-    if kind == "text":
-        return OutputFormat()
-    if kind == "json_object":
+    if fmt.type == "json_object":
         return OutputFormat("json_object")
-    if kind == "json_schema":
-        schema = fmt.get("schema")
-        if not isinstance(schema, dict):
-            raise InvalidRequest(
-                "text.format.schema must be a JSON schema object", param="text.format.schema"
-            )
-        try:
-            json.dumps(schema)
-        except (TypeError, ValueError) as err:
-            raise InvalidRequest(f"text.format.schema: {err}", param="text.format.schema") from err
-        return OutputFormat("json_schema", schema, fmt.get("name"), param="text.format.schema")
-    raise InvalidRequest(
-        "text.format.type must be text, json_object or json_schema", param="text.format.type"
-    )
+    check_schema(fmt.schema_, f"{param}.schema")
+    return OutputFormat("json_schema", fmt.schema_, fmt.name, param=f"{param}.schema")
+
+
+def dump_items(items: Sequence[Any]) -> list[dict[str, Any]]:
+    """Validated items as the JSON the store keeps."""
+    return [i.model_dump(exclude_none=True) if isinstance(i, BaseModel) else dict(i) for i in items]
 
 
 def with_ids(items: list[dict[str, Any]], rid: str) -> list[dict[str, Any]]:

@@ -35,6 +35,7 @@ from ..chat.types import (
 from ..engine.base import (
     ContextOverflowError,
     Engine,
+    EngineError,
     EngineUnavailableError,
     GenerateRequest,
     GenerationFinished,
@@ -208,6 +209,16 @@ class ChatService:
             stream = turn.engine.generate(turn.generate)
         except EngineUnavailableError as err:
             raise EngineUnavailable(str(err), code=err.code) from err
+        except ContextOverflowError as err:
+            raise ContextLengthExceeded(str(err), param="input") from err
+        except EngineError as err:
+            if turn.generate.sampling.grammar is None:
+                raise
+            # The engine could not compile the grammar a schema became (too complex).
+            param = grammar_param(turn)
+            raise InvalidRequest(
+                f"{param}: the JSON schema cannot be enforced: {err}", param=param
+            ) from err
         try:
             async for event in stream:
                 if isinstance(event, PromptEvaluated):
@@ -357,6 +368,13 @@ def _check_logit_bias(request: ChatRequest, n_vocab: int) -> None:
             raise InvalidRequest(
                 "logit_bias values must be between -100 and 100", param="logit_bias"
             )
+
+
+def grammar_param(turn: Turn) -> str:
+    """The request field whose schema became the turn's grammar."""
+    if turn.tools and turn.request.tool_choice.mode in ("required", "function"):
+        return "tools"
+    return turn.request.output_format.param
 
 
 def ensure_messages(messages: tuple[ChatMessage, ...], param: str = "messages") -> None:

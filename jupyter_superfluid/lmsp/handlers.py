@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
@@ -27,6 +28,8 @@ from .tasks import TaskRunner, task_object
 log = logging.getLogger(__name__)
 
 PREFIX = "/lmsp/v1"
+EVENT_ID = re.compile(r"[0-9]{1,19}")
+MAX_EVENT_ID = 2**63 - 1  # what the store's integers hold
 
 
 class LmspHandler(ProtocolHandler):
@@ -305,8 +308,10 @@ async def _numbered(events: AsyncIterator[Any]) -> AsyncGenerator[list[Stamped],
 
 def _event_id(text: str, param: str) -> int:
     value = text.strip()
-    if not value.isdigit():
-        raise InvalidRequest(f"{param} must be a non-negative integer event id", param=param)
+    if not EVENT_ID.fullmatch(value) or int(value) > MAX_EVENT_ID:
+        raise InvalidRequest(
+            f"{param} must be an event id, an integer from 0 to {MAX_EVENT_ID}", param=param
+        )
     return int(value)
 
 

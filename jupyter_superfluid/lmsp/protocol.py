@@ -8,19 +8,17 @@ validated one by one, so that ``param`` reads ``input[2].content[0].text``.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from ..errors import InvalidRequest, UnsupportedCapability
-from ..web.validation import parse
+from ..validation import parse
 from .problems import UnsupportedExtension, UnsupportedVersion
 
 VERSION = "1.0"
 EXTENSION = "superfluid"  # the name of this service's own request extension
 SUPPORTED_VERSIONS = (VERSION,)
-# Content types LMSP 1.0 reserves for later versions (text only for now).
-RESERVED_PARTS = frozenset({"input_image", "input_audio", "input_file"})
 
 
 class _Strict(BaseModel):
@@ -38,20 +36,29 @@ class TextPart(_Open):
     text: str
 
 
+class ReservedPart(_Open):
+    """Image, audio and file content: reserved for a later LMSP version."""
+
+    type: Literal["input_image", "input_audio", "input_file"]
+
+
+Part = Annotated[TextPart | ReservedPart, Field(discriminator="type")]
+
+
 class MessageItem(_Open):
     """A message input item; ``id`` and other output fields are accepted back."""
 
     type: Literal["message"] = "message"
     role: Literal["system", "user", "assistant"]
-    content: list[dict[str, Any]]
+    content: Annotated[list[Part], Field(max_length=1024)]
 
 
 class FunctionCallItem(_Open):
     """A ``function_call`` item, as the service returned it."""
 
     type: Literal["function_call"]
-    call_id: str = Field(min_length=1)
-    name: str = Field(min_length=1)
+    call_id: str = Field(min_length=1, max_length=256)
+    name: str = Field(min_length=1, max_length=128)
     arguments: str
 
 
@@ -59,7 +66,7 @@ class FunctionCallOutputItem(_Open):
     """The client's result of a function call."""
 
     type: Literal["function_call_output"]
-    call_id: str = Field(min_length=1)
+    call_id: str = Field(min_length=1, max_length=256)
     output: str
 
 
@@ -74,15 +81,21 @@ class ReasoningItem(_Open):
     """A ``reasoning`` item, as the service returned it."""
 
     type: Literal["reasoning"]
-    summary: list[SummaryPart]
+    summary: Annotated[list[SummaryPart], Field(max_length=1024)]
 
 
-ITEM_MODELS: dict[str, type[BaseModel]] = {
-    "message": MessageItem,
-    "function_call": FunctionCallItem,
-    "function_call_output": FunctionCallOutputItem,
-    "reasoning": ReasoningItem,
-}
+def _item_tag(value: Any) -> str | None:
+    kind = value.get("type", "message") if isinstance(value, dict) else getattr(value, "type", None)
+    return kind if isinstance(kind, str) else None
+
+
+InputItem = Annotated[
+    Annotated[MessageItem, Tag("message")]
+    | Annotated[FunctionCallItem, Tag("function_call")]
+    | Annotated[FunctionCallOutputItem, Tag("function_call_output")]
+    | Annotated[ReasoningItem, Tag("reasoning")],
+    Discriminator(_item_tag),
+]
 
 
 class LmspFunctionTool(_Open):
@@ -124,7 +137,16 @@ class SuperfluidExtension(_Strict):
     seed: int | None = None
     top_p: float | None = Field(default=None, ge=0, le=1)
     stop: list[str] = Field(default_factory=list, max_length=4)
-    logit_bias: dict[str, float] | None = None
+    logit_bias: (
+        Annotated[
+            dict[
+                Annotated[str, Field(pattern=r"^[0-9]{1,9}$")],
+                Annotated[float, Field(ge=-100, le=100)],
+            ],
+            Field(max_length=1024),
+        ]
+        | None
+    ) = None
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
 
 
@@ -132,7 +154,7 @@ class LmspCreateRequest(_Open):
     """``POST /lmsp/v1/responses`` (and the body of ``POST /lmsp/v1/tasks``)."""
 
     model: str = Field(min_length=1)
-    input: list[dict[str, Any]] = Field(min_length=1)
+    input: Annotated[list[InputItem], Field(min_length=1, max_length=4096)]
     stream: bool = False
     max_output_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0, le=2)
@@ -148,7 +170,13 @@ def parse_request(body: dict[str, Any]) -> LmspCreateRequest:
     """Validate a responses request, its input items and their content parts."""
     req = parse(LmspCreateRequest, body)
     for i, item in enumerate(req.input):
-        check_item(item, f"input[{i}]")
+        for j, part in enumerate(item.content if isinstance(item, MessageItem) else ()):
+            if isinstance(part, ReservedPart):
+                raise UnsupportedCapability(
+                    f"{part.type} content is reserved for a later LMSP version; "
+                    "this service takes text",
+                    param=f"input[{i}].content[{j}].type",
+                )
     fmt = req.response_format
     if fmt is not None and fmt.type == "json_schema" and fmt.json_schema is None:
         raise InvalidRequest(
@@ -158,30 +186,9 @@ def parse_request(body: dict[str, Any]) -> LmspCreateRequest:
     return req
 
 
-def check_item(item: dict[str, Any], at: str) -> None:
-    """Validate one input item by its type."""
-    kind = item.get("type", "message")
-    model = ITEM_MODELS.get(kind) if isinstance(kind, str) else None
-    if model is None:
-        raise InvalidRequest(
-            f"{at}.type must be message, function_call, function_call_output or reasoning",
-            param=f"{at}.type",
-        )
-    parse(model, item, prefix=at)
-    if kind == "message":
-        for j, part in enumerate(item["content"]):
-            check_part(part, f"{at}.content[{j}]")
-
-
-def check_part(part: Any, at: str) -> None:
-    """Validate one content part; reserved media types need a capability no model has."""
-    kind = part.get("type") if isinstance(part, dict) else None
-    if kind in RESERVED_PARTS:
-        raise UnsupportedCapability(
-            f"{kind} content is reserved for a later LMSP version; this service takes text",
-            param=f"{at}.type",
-        )
-    parse(TextPart, part, prefix=at)
+def input_items(req: LmspCreateRequest) -> list[dict[str, Any]]:
+    """The validated input items as JSON (what the store keeps and the chat path reads)."""
+    return [item.model_dump(exclude_none=True) for item in req.input]
 
 
 def check_version(header: str | None) -> None:

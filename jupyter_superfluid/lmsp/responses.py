@@ -14,20 +14,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..chat.types import ChatRequest, ChatSampling, OutputFormat
-from ..errors import InvalidRequest
-from ..generation.items import to_messages, to_tool_choice, to_tools
+from ..generation.items import FunctionChoice, FunctionTool, messages_of, to_tool_choice, to_tools
 from ..generation.lifecycle import PreparedTurn, StoredTurns
 from ..generation.models import ModelHub
 from ..generation.service import ensure_messages
 from ..sessions import IdempotentResult
+from ..validation import check_schema, parse
 from ..web.auth import Principal
 from . import capabilities
 from .events import LmspEncoder, Stamped, response_object
 from .idempotency import Claim
 from .protocol import (
-    EXTENSION,
     LmspCreateRequest,
     SuperfluidExtension,
+    input_items,
     parse_request,
     superfluid_extension,
 )
@@ -69,11 +69,17 @@ class LmspResponses:
         model = await self.models.get(req.model)
         caps = capabilities.model_capabilities(model.codec)
         capabilities.check(req.model, caps, req, ext, task=task)
-        messages = to_messages(req.input)
+        items = input_items(req)
+        messages = messages_of(items)
         ensure_messages(messages, param="input")
-        tools = to_tools([t.model_dump(exclude_none=True) for t in req.tools])
+        tools = to_tools(
+            [
+                parse(FunctionTool, t.model_dump(exclude_none=True), prefix=f"tools[{i}]")
+                for i, t in enumerate(req.tools)
+            ]
+        )
         choice = req.tool_choice
-        raw_choice = choice if isinstance(choice, str) else choice.model_dump()
+        raw_choice = choice if isinstance(choice, str) else FunctionChoice(**choice.model_dump())
         cont, _ = await self.lifecycle.continuation(req.previous_response_id, principal.owner)
         chat_request = ChatRequest(
             model=req.model,
@@ -91,7 +97,7 @@ class LmspResponses:
             protocol="lmsp",
             store=req.store,
             previous_response_id=req.previous_response_id,
-            input_items=req.input,
+            input_items=items,
             echo={},
         )
         return LmspTurn(req, prepared, LmspEncoder(prepared.id))
@@ -148,12 +154,9 @@ def _output_format(req: LmspCreateRequest) -> OutputFormat:
     fmt = req.response_format
     if fmt is None or fmt.type == "text" or fmt.json_schema is None:
         return OutputFormat()
-    return OutputFormat(
-        "json_schema",
-        fmt.json_schema.schema_,
-        fmt.json_schema.name,
-        param="response_format.json_schema.schema",
-    )
+    param = "response_format.json_schema.schema"
+    check_schema(fmt.json_schema.schema_, param)
+    return OutputFormat("json_schema", fmt.json_schema.schema_, fmt.json_schema.name, param=param)
 
 
 def _sampling(req: LmspCreateRequest, ext: SuperfluidExtension) -> ChatSampling:
@@ -168,9 +171,5 @@ def _sampling(req: LmspCreateRequest, ext: SuperfluidExtension) -> ChatSampling:
 
 
 def _logit_bias(bias: dict[str, float]) -> tuple[tuple[int, float], ...]:
-    # JSON object keys are strings; the token ids in them must be integers.
-    if any(not key.isdigit() for key in bias):
-        raise InvalidRequest(
-            "logit_bias keys must be token ids", param=f"extensions.{EXTENSION}.logit_bias"
-        )
+    # JSON object keys are strings; the model checked that each is a token id's digits.
     return tuple((int(key), value) for key, value in bias.items())

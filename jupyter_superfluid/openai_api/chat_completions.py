@@ -25,8 +25,18 @@ from ..chat.types import (
 from ..errors import APIError, InvalidRequest, generation_error
 from ..generation.media import MEDIA_MARKER, audio_part, image_url_part
 from ..generation.service import ChatService, Turn, TurnResult
+from ..validation import check_schema
 from ..web.sse import SSE
-from .protocol import ChatCompletionRequest, parse
+from .protocol import (
+    ChatAudioPart,
+    ChatCompletionRequest,
+    ChatImagePart,
+    ChatMessageParam,
+    ChatTextPart,
+    ImageURL,
+    ResponseFormatJsonSchema,
+    parse,
+)
 
 ROLES = {
     "system": "system",
@@ -43,75 +53,63 @@ def content_parts(content: Any, param: str) -> tuple[str, tuple[MediaInput, ...]
         return "", ()
     if isinstance(content, str):
         return content, ()
-    if not isinstance(content, list):
-        raise InvalidRequest(f"{param} must be a string or an array of parts", param=param)
     texts: list[str] = []
     media: list[MediaInput] = []
     for j, part in enumerate(content):
         at = f"{param}[{j}]"
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind in ("text", "input_text", "output_text") and isinstance(part.get("text"), str):
-            texts.append(part["text"])
+        if isinstance(part, ChatTextPart):
+            texts.append(part.text)
             continue
-        if kind == "image_url":
-            image = part.get("image_url")
-            url = image.get("url") if isinstance(image, dict) else image
-            url_param = f"{at}.image_url.url" if isinstance(image, dict) else f"{at}.image_url"
-            media.append(image_url_part(url, at, url_param))
-        elif kind == "input_image":
-            media.append(image_url_part(part.get("image_url"), at, f"{at}.image_url"))
-        elif kind == "input_audio":
-            media.append(audio_part(part, at))
-        elif kind in ("file", "input_file"):
-            raise InvalidRequest(
-                f"{at}: file parts are not supported ({kind})", param=at, code="unsupported_input"
-            )
+        if isinstance(part, ChatImagePart):
+            image = part.image_url
+            if isinstance(image, ImageURL):
+                media.append(image_url_part(image.url, at, f"{at}.image_url.url"))
+            else:
+                media.append(image_url_part(image, at, f"{at}.image_url"))
+        elif isinstance(part, ChatAudioPart):
+            media.append(audio_part(part.model_dump(), at))
         else:
-            raise InvalidRequest(f"{at} is not a text part", param=at)
+            raise InvalidRequest(
+                f"{at}: file parts are not supported ({part.type})",
+                param=at,
+                code="unsupported_input",
+            )
         texts.append(MEDIA_MARKER)
     return "".join(texts), tuple(media)
 
 
-def to_message(raw: dict[str, Any], i: int) -> ChatMessage:
+def to_message(raw: ChatMessageParam, i: int) -> ChatMessage:
     """One chat-completions message as a neutral ChatMessage."""
-    role = ROLES.get(raw.get("role"))  # type: ignore[arg-type]
-    if role is None:
-        raise InvalidRequest(
-            f"messages[{i}].role must be one of {sorted(ROLES)}", param=f"messages[{i}].role"
-        )
-    text, media = content_parts(raw.get("content"), f"messages[{i}].content")
+    text, media = content_parts(raw.content, f"messages[{i}].content")
     calls = tuple(
-        _tool_call(c, f"messages[{i}].tool_calls[{j}]")
-        for j, c in enumerate(raw.get("tool_calls") or [])
+        ToolCall(
+            call_id=c.id,
+            name=c.function.name,
+            arguments=c.function.arguments
+            if isinstance(c.function.arguments, str)
+            else json.dumps(c.function.arguments),
+        )
+        for c in raw.tool_calls or []
     )
-    tool_call_id = raw.get("tool_call_id")
-    if role == "tool" and not isinstance(tool_call_id, str):
+    if raw.role == "tool" and raw.tool_call_id is None:
         raise InvalidRequest(
             "a tool message needs tool_call_id", param=f"messages[{i}].tool_call_id"
         )
-    reasoning = raw.get("reasoning_content")
     return ChatMessage(
-        role,  # type: ignore[arg-type]  # one of ROLES' values
+        ROLES[raw.role],  # type: ignore[arg-type]  # one of ROLES' values
         text,
-        reasoning=reasoning if isinstance(reasoning, str) else None,
+        reasoning=raw.reasoning_content,
         tool_calls=calls,
-        tool_call_id=tool_call_id,
+        tool_call_id=raw.tool_call_id,
         media=media,
     )
 
 
-def _tool_call(raw: Any, param: str) -> ToolCall:
-    fn = raw.get("function") if isinstance(raw, dict) else None
-    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-        raise InvalidRequest(f"{param} needs function.name", param=param)
-    args = fn.get("arguments", "{}")
-    if not isinstance(args, str):
-        args = json.dumps(args)
-    return ToolCall(call_id=str(raw.get("id") or ""), name=fn["name"], arguments=args)
-
-
 def to_chat_request(req: ChatCompletionRequest) -> ChatRequest:
     """The neutral request for a validated chat-completions body."""
+    for i, t in enumerate(req.tools or []):
+        if t.function.parameters is not None:
+            check_schema(t.function.parameters, f"tools[{i}].function.parameters")
     tools = tuple(
         ToolSpec(t.function.name, t.function.description, t.function.parameters)
         for t in req.tools or []
@@ -138,17 +136,11 @@ def to_chat_request(req: ChatCompletionRequest) -> ChatRequest:
 def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> ToolChoice:
     if raw is None:
         return ToolChoice("auto")
-    if raw in ("auto", "none", "required"):
+    if isinstance(raw, str):
         if raw == "required" and not tools:
             raise InvalidRequest("tool_choice 'required' needs tools", param="tool_choice")
-        return ToolChoice(raw)
-    name = raw.get("function", {}).get("name") if isinstance(raw, dict) else None
-    if not isinstance(name, str):
-        raise InvalidRequest(
-            "tool_choice must be auto, none, required or "
-            '{"type": "function", "function": {"name": ...}}',
-            param="tool_choice",
-        )
+        return ToolChoice(raw)  # type: ignore[arg-type]
+    name = raw.function.name
     if name not in {t.name for t in tools}:
         raise InvalidRequest(
             f"tool_choice names '{name}', which is not in tools", param="tool_choice"
@@ -162,17 +154,10 @@ def _format(req: ChatCompletionRequest) -> OutputFormat:
         return OutputFormat()
     if fmt.type == "json_object":
         return OutputFormat("json_object")
-    if fmt.json_schema is None or not fmt.json_schema.schema_:
-        raise InvalidRequest(
-            "response_format json_schema needs json_schema.schema",
-            param="response_format.json_schema",
-        )
-    return OutputFormat(
-        "json_schema",
-        fmt.json_schema.schema_,
-        fmt.json_schema.name,
-        param="response_format.json_schema.schema",
-    )
+    assert isinstance(fmt, ResponseFormatJsonSchema)
+    param = "response_format.json_schema.schema"
+    check_schema(fmt.json_schema.schema_, param)
+    return OutputFormat("json_schema", fmt.json_schema.schema_, fmt.json_schema.name, param=param)
 
 
 def finish_reason(result: TurnResult) -> str:

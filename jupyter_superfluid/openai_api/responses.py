@@ -13,6 +13,7 @@ from typing import Any
 from ..chat.types import ChatRequest, ChatSampling
 from ..errors import APIError, InvalidRequest, UnsupportedParameter
 from ..generation.items import (
+    dump_items,
     normalize_input,
     to_messages,
     to_output_format,
@@ -56,6 +57,7 @@ class Responses:
         if not messages:
             raise InvalidRequest("input must not be empty", param="input")
         tools = to_tools(req.tools)
+        fmt = req.text.format if req.text is not None else None
         if not req.previous_response_id and not req.model:
             raise InvalidRequest("model is required", param="model")
         cont, prev = await self.lifecycle.continuation(req.previous_response_id, principal.owner)
@@ -65,7 +67,7 @@ class Responses:
             messages=messages,
             tools=tools,
             tool_choice=to_tool_choice(req.tool_choice, tools),
-            output_format=to_output_format(body.get("text")),
+            output_format=to_output_format(fmt),
             sampling=ChatSampling(
                 req.temperature,
                 req.top_p,
@@ -83,8 +85,8 @@ class Responses:
             protocol="openai",
             store=req.store,
             previous_response_id=req.previous_response_id,
-            input_items=items,
-            echo=_echo(req, body),
+            input_items=dump_items(items),
+            echo=_echo(req),
         )
 
     async def create(self, pt: PreparedTurn) -> dict[str, Any]:
@@ -174,10 +176,14 @@ class Responses:
         }
 
 
-def _echo(req: ResponseCreateRequest, body: dict[str, Any]) -> dict[str, Any]:
+def _echo(req: ResponseCreateRequest) -> dict[str, Any]:
     """The request's parameters a response object echoes."""
     echo = {key: getattr(req, key) for key in ECHOED}
-    echo["text"] = {"format": (body.get("text") or {}).get("format") or {"type": "text"}}
+    echo["tools"] = [t.model_dump(by_alias=True, exclude_none=True) for t in req.tools]
+    choice = req.tool_choice
+    echo["tool_choice"] = choice if isinstance(choice, str) else choice.model_dump()
+    fmt = req.text.format if req.text is not None else None
+    echo["text"] = {"format": fmt.model_dump(by_alias=True) if fmt else {"type": "text"}}
     echo["reasoning"] = {"effort": req.reasoning.effort if req.reasoning else None, "summary": None}
     echo["metadata"] = req.metadata or {}
     return echo

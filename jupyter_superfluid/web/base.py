@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 from tornado import web
 
 from ..errors import APIError, Forbidden, InvalidRequest, Unauthorized
+from ..validation import json_document
 from . import sse
 from .auth import KeyRing, Principal
 from .sse import SSE
@@ -124,10 +125,7 @@ class ProtocolHandler(web.RequestHandler):
 
     def json_body(self) -> dict[str, Any]:
         """The request body as a JSON object, or a 400 naming what is wrong."""
-        try:
-            body = json.loads(self.request.body or b"")
-        except (ValueError, UnicodeDecodeError) as err:
-            raise InvalidRequest(f"the request body is not valid JSON: {err}") from err
+        body = json_document(self.request.body)
         if not isinstance(body, dict):
             raise InvalidRequest("the request body must be a JSON object")
         return body
