@@ -37,10 +37,9 @@ class SuperfluidApp(ExtensionApp):
         self.handlers.extend(concrete_handlers(parts.routes(), parts.access, jupyter=True))
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
-        """Begin loading the first model once the server runs, if asked to."""
-        parts = self.composition
-        if parts is not None and self.superfluid is not None and self.superfluid.preload:
-            self._preload = asyncio.ensure_future(parts.preload())
+        """Resume interrupted downloads and begin loading the first model, if asked to."""
+        if self.composition is not None:
+            self._preload = asyncio.ensure_future(self.composition.start())
 
     async def stop_extension(self) -> None:
         """Stop the engines and close the store with the server."""

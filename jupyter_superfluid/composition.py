@@ -18,9 +18,11 @@ from pathlib import Path
 
 from .config import Superfluid
 from .engine.launch import launcher_for
-from .engine.registry import ModelRegistry
+from .engine.registry import DEFAULT_MODELS, ModelRegistry
 from .generation.lifecycle import StoredTurns
+from .generation.model_lifecycle import ModelLifecycle
 from .generation.models import ModelHub
+from .generation.served_set import served_specs
 from .generation.service import ChatService
 from .lmsp import handlers as lmsp_handlers
 from .lmsp.service import Lmsp
@@ -54,25 +56,13 @@ class Composition:
         """Build the parts for ``config`` (models load later, off the event loop)."""
         _route_package_log(config.log)
         access = Access(KeyRing(config.api_keys, config.key_policy), config.max_request_bytes)
-        registry = ModelRegistry(
-            list(config.models) or None,
-            cache_dir=Path(config.model_cache_dir),
-            context_size=config.context_size,
-            threads=config.threads or None,
-            gpu_layers=config.gpu_layers,
-            cache_slots=config.cache_slots,
-            kv_tokens=config.kv_tokens or None,
-            park_mib=config.cache_ram,
-            launcher=launcher_for(config.engine_isolation, restart_wait=config.engine_restart_wait),
-            remote_timeout=config.remote_timeout,
-        )
-        models = ModelHub(registry)
         Path(config.sessions_dir).mkdir(parents=True, exist_ok=True)
         store = Store(
             Path(config.sessions_dir),
             idempotency_ttl=config.idempotency_ttl,
             task_event_retention=config.task_event_retention,
         )
+        models = ModelHub(_lifecycle(config, store))
         chat = ChatService(models, store, default_max_tokens=config.max_tokens)
         lifecycle = StoredTurns(chat, store)
         return cls(
@@ -103,14 +93,26 @@ class Composition:
         """One line naming the served models and the store, for the start-up log."""
         return f"models: {', '.join(self.models.ids())}; store: {self.config.sessions_dir}"
 
+    async def start(self) -> None:
+        """Once the server runs: resume interrupted downloads, and preload if configured."""
+        await self.models.lifecycle.resume()
+        if self.config.preload:
+            await self.preload()
+
     async def preload(self) -> None:
         """Load the first model in the background, logging the outcome."""
         model_id = self.models.default_id()
-        try:
-            await self.models.get(model_id)
+        if model_id is None:
+            return
+        lifecycle = self.models.lifecycle
+        job = lifecycle.start(model_id, "loaded")
+        if job is not None:
+            await asyncio.shield(job)  # stopping the server cancels this, not the job
+        state = lifecycle.state(model_id)
+        if state.state == "loaded":
             log.info("superfluid: model %s loaded", model_id)
-        except Exception as err:  # logged, and answered per request later
-            log.warning("superfluid: model %s did not load: %s", model_id, err)
+        else:  # logged, and answered per request later
+            log.warning("superfluid: model %s did not load: %s", model_id, state.error)
 
     async def close(self) -> None:
         """Stop the LMSP tasks and the engines, then close the store."""
@@ -128,3 +130,22 @@ def _route_package_log(host_log: logging.Logger | logging.LoggerAdapter[logging.
     for handler in handlers:
         package.addHandler(handler)
     package.setLevel(logging.INFO)
+
+
+def _lifecycle(config: Superfluid, store: Store) -> ModelLifecycle:
+    """The served models: the configured ones with the run-time changes kept in ``store``."""
+    configured = list(config.models) or list(DEFAULT_MODELS)
+    specs, origins = served_specs(configured, store.served_model_changes())
+    registry = ModelRegistry(
+        specs,
+        cache_dir=Path(config.model_cache_dir),
+        context_size=config.context_size,
+        threads=config.threads or None,
+        gpu_layers=config.gpu_layers,
+        cache_slots=config.cache_slots,
+        kv_tokens=config.kv_tokens or None,
+        park_mib=config.cache_ram,
+        launcher=launcher_for(config.engine_isolation, restart_wait=config.engine_restart_wait),
+        remote_timeout=config.remote_timeout,
+    )
+    return ModelLifecycle(registry, origins, store=store, model_wait=config.model_wait)

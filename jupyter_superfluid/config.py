@@ -31,7 +31,9 @@ class Superfluid(LoggingConfigurable):
             "superfluid/tiny-qwen3), or llama-server:URL (the model a running llama.cpp "
             "llama-server serves; id: the URL without its scheme), each optionally "
             "prefixed ID= to choose its id. Empty: the default small Qwen3 model from "
-            "the hub plus the built-in test models."
+            "the hub plus the built-in test models. Models added or removed at run time "
+            "(/superfluid/v1/models) change this set, and the change is kept in the "
+            "store across restarts."
         ),
     ).tag(config=True)
 
@@ -89,6 +91,13 @@ class Superfluid(LoggingConfigurable):
         help="Seconds a remote engine (llama-server:URL) may stay silent during a "
         "generation before it is taken as gone (the generation fails, engine_unavailable); "
         "its other calls (tokenizing, /props) wait at most 30 s, or this if shorter.",
+    ).tag(config=True)
+
+    model_wait = Float(
+        5.0,
+        help="Seconds a request waits for its model to finish downloading or loading "
+        "before it is answered 503 model_loading with Retry-After and the progress "
+        "(0: answer at once).",
     ).tag(config=True)
 
     preload = Bool(
@@ -150,6 +159,7 @@ CLI_ALIASES: dict[str, str] = {
     "engine-isolation": "Superfluid.engine_isolation",
     "engine-restart-wait": "Superfluid.engine_restart_wait",
     "remote-timeout": "Superfluid.remote_timeout",
+    "model-wait": "Superfluid.model_wait",
     "api-key": "Superfluid.api_keys",
     "key-policy": "Superfluid.key_policy",
     "host": "Superfluid.host",

@@ -14,6 +14,7 @@ class APIError(Exception):
     status = 400
     type = "invalid_request_error"
     code = "invalid_request"
+    retry_after: int | None = None  # seconds, sent as Retry-After when set
 
     def __init__(
         self,
@@ -66,6 +67,18 @@ class ModelUnavailable(APIError):
     status = 503
     type = "server_error"
     code = "model_unavailable"
+
+
+class ModelLoading(APIError):
+    """A known model still downloading or loading (503, with ``Retry-After``)."""
+
+    status = 503
+    type = "server_error"
+    code = "model_loading"
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message, param="model")
+        self.retry_after = retry_after
 
 
 class NotFound(APIError):

@@ -104,7 +104,7 @@ class ServeApp(JupyterApp):
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        preload = asyncio.ensure_future(parts.preload()) if settings.preload else None
+        preload = asyncio.ensure_future(parts.start())
         await stop.wait()
         self.log.info("superfluid: shutting down")
         server.stop()

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from jupyter_superfluid.pytest_plugin import StandaloneServer, start_standalone
+from tests.local_hub import LocalHub
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
@@ -35,3 +36,23 @@ def openai_client(standalone: StandaloneServer) -> Any:
     import openai
 
     return openai.OpenAI(base_url=standalone.base_url, api_key="unused", max_retries=0, timeout=120)
+
+
+@pytest.fixture
+def local_hub() -> Iterator[LocalHub]:
+    """A Hugging Face hub on loopback (see ``tests/local_hub.py``), stopped after the test."""
+    hub = LocalHub().start()
+    yield hub
+    hub.release()
+    hub.stop()
+
+
+@pytest.fixture
+def hub_env(local_hub: LocalHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``HF_ENDPOINT`` at the local hub and an empty Hugging Face home; that home."""
+    home = tmp_path / "hf-home"
+    monkeypatch.setenv("HF_ENDPOINT", local_hub.url)
+    monkeypatch.setenv("HF_HOME", str(home))
+    for name in ("HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    return home

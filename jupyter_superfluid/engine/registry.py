@@ -3,8 +3,9 @@
 A model spec is one of:
 
 - a path to a ``.gguf`` file (id: the file stem),
-- ``hf:OWNER/REPO/FILE.gguf``, fetched through huggingface_hub's cache (id: the
-  file stem); a cached copy is used as is, without asking the hub for updates,
+- ``hf:OWNER/REPO/FILE.gguf``, fetched into huggingface_hub's cache (id: the
+  file stem; ``downloads.py``: resumable, with progress); a cached copy is used
+  as is, without asking the hub for updates,
 - a built-in test model id (``superfluid/tiny-chatml``, ``superfluid/tiny-qwen3``),
   generated deterministically into ``cache_dir`` on first use,
 - ``llama-server:URL``, the model a running llama.cpp ``llama-server`` serves
@@ -13,7 +14,8 @@ A model spec is one of:
 
 each optionally prefixed ``ID=`` to choose the id. Engines load on first request,
 one load at a time per model, through a *launcher* (``launch.py``): in a thread of
-this process, or in an engine process of their own. When the hub is unreachable
+this process, or in an engine process of their own. Models can be added, unloaded
+and removed at run time. When the hub is unreachable
 (or ``HF_HUB_OFFLINE=1``) and nothing is cached, the answer is a quick
 ``ModelUnavailableError`` that names the offline choice, never a long hang:
 a short TCP probe runs before huggingface_hub's own retrying requests.
@@ -25,7 +27,6 @@ import asyncio
 import dataclasses
 import logging
 import os
-import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,8 @@ from typing import Literal
 from urllib.parse import urlparse
 
 from .base import Engine, EngineError
+from .downloads import DownloadError, HubDownload
+from .hub_cache import HubFile, cached_file, hub_cache_dir
 from .launch import Launcher, launch, launch_in_thread
 from .testmodels import BUILTIN_MODELS, ensure_builtin, ensure_builtin_projector
 
@@ -44,8 +47,6 @@ DEFAULT_MODELS: tuple[str, ...] = (
     "superfluid/tiny-qwen3",
     "superfluid/tiny-chatml",
 )
-HUB_PROBE_TIMEOUT_S = 3.0
-HUB_ETAG_TIMEOUT_S = 5.0
 
 
 class ModelNotFoundError(EngineError):
@@ -139,65 +140,36 @@ def default_cache_dir() -> Path:
     return Path(base) / "jupyter_superfluid" / "models"
 
 
-def _hub_cache_dir() -> str:
-    """huggingface_hub's cache, read from the environment now (not at its import)."""
-    if os.environ.get("HF_HUB_CACHE"):
-        return os.environ["HF_HUB_CACHE"]
-    home = os.environ.get("HF_HOME") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-        "huggingface",
+def hub_files(spec: ModelSpec) -> list[HubFile]:
+    """The hub files a model needs: its own (an ``hf:`` spec) and an ``hf:`` projector."""
+    files = []
+    if spec.kind == "hf":
+        files.append(HubFile(*spec.hf_repo_file))
+    if spec.mmproj is not None and spec.mmproj.startswith("hf:"):
+        files.append(HubFile(*_parse_model(spec.mmproj, spec.spec).hf_repo_file))
+    return files
+
+
+def unavailable(spec: ModelSpec, reason: str) -> ModelUnavailableError:
+    """The error of a model whose hub files cannot be had now, with the offline advice."""
+    return ModelUnavailableError(
+        f"model {spec.id} ({spec.spec.strip()}) is not in the local Hugging Face cache "
+        f"({hub_cache_dir()}) and {reason}; to run offline, use a built-in model: "
+        f"--model {OFFLINE_CHOICE}"
     )
-    return os.path.join(home, "hub")
 
 
-def _hub_offline() -> bool:
-    """Whether HF_HUB_OFFLINE is set (read now)."""
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE")
-
-
-def _probe_hub() -> str | None:
-    """Why the hub cannot be reached, or None if a TCP connection opens quickly."""
-    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
-        return None  # behind a proxy a direct probe proves nothing; let the client try
-    url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
-    port = url.port or (443 if url.scheme == "https" else 80)
+def fetch_hf(spec: ModelSpec, file: HubFile) -> Path:
+    """Local path of one of a model's hub files: from the cache, else downloaded."""
+    path = cached_file(file)
+    if path is not None:
+        return path
+    log.info("downloading %s from the Hugging Face hub", file.spec)
     try:
-        socket.create_connection((url.hostname or "", port), timeout=HUB_PROBE_TIMEOUT_S).close()
-    except OSError as exc:
-        return f"cannot reach {url.hostname}: {exc}"
-    return None
-
-
-def fetch_hf(spec: ModelSpec) -> Path:
-    """Local path of an ``hf:`` model: from the cache, else downloaded (with progress)."""
-    from huggingface_hub import hf_hub_download
-
-    repo_id, filename = spec.hf_repo_file
-    cache_dir = _hub_cache_dir()
-    unavailable = (
-        f"model {spec.id} (hf:{spec.source}) is not in the local Hugging Face cache "
-        f"({cache_dir}) and "
-    )
-    advice = f"; to run offline, use a built-in model: --model {OFFLINE_CHOICE}"
-    try:
-        return Path(hf_hub_download(repo_id, filename, cache_dir=cache_dir, local_files_only=True))
-    except Exception:  # not cached (or a broken cache entry): try the hub
-        pass
-    if _hub_offline():
-        raise ModelUnavailableError(unavailable + "HF_HUB_OFFLINE is set" + advice)
-    reason = _probe_hub()
-    if reason is not None:
-        raise ModelUnavailableError(unavailable + reason + advice)
-    log.info("downloading %s from the Hugging Face hub (%s)", filename, repo_id)
-    try:
-        path = hf_hub_download(
-            repo_id, filename, cache_dir=cache_dir, etag_timeout=HUB_ETAG_TIMEOUT_S
-        )
-    except Exception as exc:
-        raise ModelUnavailableError(
-            unavailable + f"the download failed: {type(exc).__name__}: {exc}" + advice
-        ) from exc
-    return Path(path)
+        (path,) = HubDownload([file]).run()
+    except DownloadError as exc:
+        raise unavailable(spec, str(exc)) from exc
+    return path
 
 
 class ModelRegistry:
@@ -216,11 +188,7 @@ class ModelRegistry:
         self._specs: dict[str, ModelSpec] = {}
         self._aliases: dict[str, str] = {}
         for text in DEFAULT_MODELS if specs is None else specs:
-            spec = parse_spec(text)
-            if spec.id in self._specs:
-                raise ValueError(f"model id {spec.id!r} given twice")
-            self._specs[spec.id] = spec
-            self._aliases.setdefault(spec.spec.strip(), spec.id)
+            self.add(text)
         self._launcher: Launcher = launcher or launch_in_thread
         self._remote_timeout = remote_timeout  # seconds a remote engine's stream may be silent
         self._load_options = load_options
@@ -231,6 +199,34 @@ class ModelRegistry:
     def ids(self) -> list[str]:
         """Offered model ids, in the order given."""
         return list(self._specs)
+
+    def add(self, text: str) -> ModelSpec:
+        """Offer one more model (``ValueError`` for a bad spec or an id offered already)."""
+        spec = parse_spec(text)
+        if spec.id in self._specs:
+            raise ValueError(f"model id {spec.id!r} given twice")
+        self._specs[spec.id] = spec
+        self._aliases.setdefault(spec.spec.strip(), spec.id)
+        return spec
+
+    async def remove(self, model_id: str) -> ModelSpec:
+        """Stop offering a model, closing its engine if it is loaded; its spec."""
+        spec = self.spec(model_id)
+        await self.unload(spec.id)
+        del self._specs[spec.id]
+        self._aliases = {text: i for text, i in self._aliases.items() if i != spec.id}
+        return spec
+
+    async def unload(self, model_id: str) -> bool:
+        """Close the model's engine (its process exits), freeing its memory; whether one was."""
+        spec = self.spec(model_id)
+        async with self._locks.setdefault(spec.id, asyncio.Lock()):  # not while it loads
+            engine = self._engines.pop(spec.id, None)
+        if engine is None:
+            return False
+        await engine.close()
+        log.info("unloaded model %s", spec.id)
+        return True
 
     def spec(self, model_id: str) -> ModelSpec:
         """The spec of ``model_id`` (an id, or the spec text itself)."""
@@ -254,7 +250,7 @@ class ModelRegistry:
         if spec.kind == "builtin":
             return ensure_builtin(spec.source, self.cache_dir)
         if spec.kind == "hf":
-            return fetch_hf(spec)
+            return fetch_hf(spec, HubFile(*spec.hf_repo_file))
         return Path(spec.source)
 
     def resolve_projector(self, model_id: str) -> Path | None:
@@ -265,7 +261,7 @@ class ModelRegistry:
         if spec.mmproj is None:
             return None
         if spec.mmproj.startswith("hf:"):
-            return fetch_hf(_parse_model(spec.mmproj, spec.spec))
+            return fetch_hf(spec, HubFile(*_parse_model(spec.mmproj, spec.spec).hf_repo_file))
         return Path(spec.mmproj).expanduser()
 
     async def get(self, model_id: str) -> Engine:

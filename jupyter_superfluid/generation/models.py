@@ -1,8 +1,11 @@
-"""The served models: each loaded engine paired with its chat codec.
+"""The served models as the chat path and discovery see them.
 
-``ModelHub`` sits between the engine registry (files, downloads, loading) and
-the chat path: it maps registry errors to client errors and builds each
-model's codec once, probing its template at load.
+``ModelHub`` sits on the model lifecycle (``lifecycle.py``: states, downloads, loads)
+and answers in client errors: an unknown model is ``model_not_found``; one that is
+still downloading or loading is 503 ``model_loading`` with ``Retry-After`` and its
+progress in the message; one whose files cannot be had is ``model_unavailable``; one
+that cannot be loaded is ``model_load_failed``. It also describes models without
+loading them (``peek``: their file's template and trained context).
 """
 
 from __future__ import annotations
@@ -11,20 +14,22 @@ import asyncio
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..chat.codec import ChatCodec
-from ..engine.base import Engine, EngineError, EngineUnavailableError, ModelLoadError
-from ..engine.registry import ModelNotFoundError, ModelRegistry, ModelUnavailableError
-from ..errors import APIError, EngineUnavailable, ModelNotFound, ModelUnavailable
+from ..engine.registry import ModelNotFoundError
+from ..errors import APIError, EngineUnavailable, ModelLoading, ModelNotFound, ModelUnavailable
+from .model_lifecycle import (
+    FALLBACK_TEMPLATE,
+    LoadedModel,
+    ModelFailed,
+    ModelLifecycle,
+    ModelNotReady,
+)
+from .model_states import ModelState
 
-
-@dataclass(frozen=True)
-class LoadedModel:
-    """A model ready to serve: its engine and the codec of its chat template."""
-
-    id: str
-    engine: Engine
-    codec: ChatCodec
+__all__ = ["LoadedModel", "ModelHub", "PeekedModel"]
+ON_DISK = ("available", "loading", "loaded", "unloaded")
 
 
 @dataclass(frozen=True)
@@ -36,94 +41,94 @@ class PeekedModel:
 
 
 class ModelHub:
-    """Resolves model ids to loaded models, each loaded and probed once."""
+    """Resolves model ids to loaded models, in client errors; reports their states."""
 
-    def __init__(self, registry: ModelRegistry) -> None:
-        self.registry = registry
+    def __init__(self, lifecycle: ModelLifecycle) -> None:
+        self.lifecycle = lifecycle
+        self.registry = lifecycle.registry
         self.created = int(time.time())
-        self._loaded: dict[str, LoadedModel] = {}
-        self._peeked: dict[str, PeekedModel | None] = {}
-        self._lock = asyncio.Lock()
+        self._peeked: dict[tuple[str, str], PeekedModel | None] = {}
 
     def ids(self) -> list[str]:
         """Ids of every served model, loaded or not."""
-        return list(self.registry.ids())
+        return self.lifecycle.ids()
 
-    def default_id(self) -> str:
-        """The first configured model."""
-        return self.ids()[0]
+    def default_id(self) -> str | None:
+        """The first served model (None when none is served)."""
+        ids = self.ids()
+        return ids[0] if ids else None
 
     def is_loaded(self, model_id: str) -> bool:
         """Whether ``model_id`` is loaded now."""
-        return model_id in self._loaded
+        return self.lifecycle.loaded(model_id) is not None
 
-    def status(self, model_id: str) -> dict[str, object]:
-        """Load state and the engine's counters (prompt tokens evaluated, tokens generated)."""
-        loaded = self._loaded.get(model_id)
+    def state(self, model_id: str) -> ModelState:
+        """The lifecycle state of one model (404-worthy ModelNotFound if unknown)."""
+        try:
+            return self.lifecycle.state(model_id)
+        except ModelNotFoundError as err:
+            raise ModelNotFound(str(err), param="model") from err
+
+    def status(self, model_id: str) -> dict[str, Any]:
+        """State, progress and the engine's counters (prompt tokens evaluated, generated)."""
+        state = self.lifecycle.state(model_id).as_dict()
+        del state["id"]
+        loaded = self.lifecycle.loaded(model_id)
         if loaded is None:
-            return {"loaded": False}
+            return {"loaded": False, **state}
         stats = getattr(loaded.engine, "stats", None)
         counters = stats() if callable(stats) else {}
-        return {"loaded": True, "context_size": loaded.engine.info.context_size, **counters}
+        context = loaded.engine.info.context_size
+        return {"loaded": True, **state, "context_size": context, **counters}
 
     async def get(self, model_id: str) -> LoadedModel:
-        """The loaded model ``model_id``, loading it on first use."""
-        if model_id in self._loaded:
-            return self._loaded[model_id]
-        async with self._lock:
-            if model_id not in self._loaded:
-                engine = await self._load(model_id)
-                info = engine.info
-                codec = await asyncio.to_thread(
-                    ChatCodec,
-                    info.chat_template or _FALLBACK_TEMPLATE,
-                    bos_token=info.bos_token,
-                    eos_token=info.eos_token,
-                )
-                self._loaded[model_id] = LoadedModel(model_id, engine, codec)
-        return self._loaded[model_id]
+        """The loaded model ``model_id``, loading it on first use (waiting a little)."""
+        try:
+            return await self.lifecycle.ready(model_id)
+        except ModelNotFoundError as err:
+            raise ModelNotFound(str(err), param="model") from err
+        except ModelNotReady as err:
+            state = err.state
+            raise ModelLoading(
+                f"{state.describe()}; retry in {state.retry_after} s, or follow "
+                "/superfluid/v1/models/events",
+                retry_after=state.retry_after,
+            ) from err
+        except ModelFailed as err:
+            message, code = err.state.error or "the model failed", err.state.error_code
+            if code == "model_unavailable":
+                raise ModelUnavailable(message) from err
+            if code is not None and code.startswith("engine_"):  # a remote engine is down
+                raise EngineUnavailable(message, code=code) from err
+            raise APIError(message, status=503, code="model_load_failed") from err
 
     async def peek(self, model_id: str) -> PeekedModel | None:
         """What a model's file says without loading it: its template's codec, its context.
 
         For discovery. From the loaded model when it is loaded; None for a model
-        from the hub that is not, so that describing models never downloads one.
+        whose files are not on disk yet, so that describing models never downloads.
         """
-        if model_id in self._loaded:
-            loaded = self._loaded[model_id]
+        loaded = self.lifecycle.loaded(model_id)
+        if loaded is not None:
             return PeekedModel(loaded.codec, loaded.engine.info.context_size)
-        if model_id not in self._peeked:
-            self._peeked[model_id] = await asyncio.to_thread(self._peek, model_id)
-        return self._peeked[model_id]
+        state = self.lifecycle.state(model_id)
+        if state.kind == "llama-server" or (state.kind == "hf" and state.state not in ON_DISK):
+            return None  # never download or call out to describe a model
+        key = (model_id, state.spec)  # a model removed and added again is read again
+        if key not in self._peeked:
+            self._peeked[key] = await asyncio.to_thread(self._peek, model_id)
+        return self._peeked[key]
 
     def _peek(self, model_id: str) -> PeekedModel | None:
         try:
-            spec = self.registry.spec(model_id)
-            if spec.kind in ("hf", "llama-server"):  # never download or call out to describe
-                return None
             template, trained = _read_header(self.registry.resolve(model_id))
         except Exception:  # a broken or missing file is reported when it is loaded
             return None
-        return PeekedModel(ChatCodec(template or _FALLBACK_TEMPLATE), trained)
-
-    async def _load(self, model_id: str) -> Engine:
-        try:
-            return await self.registry.get(model_id)
-        except ModelNotFoundError as err:
-            raise ModelNotFound(str(err), param="model") from err
-        except ModelUnavailableError as err:
-            raise ModelUnavailable(str(err)) from err
-        except EngineUnavailableError as err:  # a remote engine that cannot be reached
-            raise EngineUnavailable(str(err), code=err.code) from err
-        except ModelLoadError as err:
-            raise APIError(str(err), status=503, code="model_load_failed") from err
-        except EngineError as err:
-            raise APIError(str(err), status=503, code="model_load_failed") from err
+        return PeekedModel(ChatCodec(template or FALLBACK_TEMPLATE), trained)
 
     async def close(self) -> None:
-        """Close every loaded engine."""
-        await self.registry.close()
-        self._loaded.clear()
+        """Stop downloads and close every loaded engine."""
+        await self.lifecycle.close()
 
 
 def _read_header(path: Path) -> tuple[str | None, int | None]:
@@ -143,11 +148,3 @@ def _read_header(path: Path) -> tuple[str | None, int | None]:
         template if isinstance(template, str) else None,
         trained if isinstance(trained, int) else None,
     )
-
-
-# ChatML, for a GGUF that carries no template of its own.
-_FALLBACK_TEMPLATE = (
-    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + "
-    "message['content'] + '<|im_end|>\\n' }}{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
-)

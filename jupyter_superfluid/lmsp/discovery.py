@@ -2,10 +2,12 @@
 
 ``GET /lmsp/v1`` says which protocol versions this service speaks and where
 its endpoints are; ``GET /lmsp/v1/models[/{id}]`` describes each model: its
-capabilities (from its chat codec), context window, output cap and whether it
-is loaded. Listing never loads a model: a model not loaded yet is described
-from its file's header, or, for a model the hub has not downloaded, without
-the capabilities that depend on its template (``null`` until it loads).
+capabilities (from its chat codec), context window, output cap and its
+lifecycle state (``not_downloaded``, ``downloading`` with its progress,
+``available``, ``loading``, ``loaded``, ``failed`` with the reason, ``unloaded``).
+Listing never loads a model: a model not loaded yet is described from its file's
+header, or, for a model the hub has not downloaded, without the capabilities that
+depend on its template (``null`` until it loads).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 from .._version import __version__
 from ..config import Superfluid
 from ..errors import NotFound
+from ..generation.model_states import ModelState
 from ..generation.models import ModelHub
 from . import capabilities
 from .protocol import EXTENSION, SUPPORTED_VERSIONS
@@ -71,9 +74,15 @@ class Discovery:
             "capabilities": caps,
             "context_window": window,
             "max_output_tokens": min(self.config.max_tokens or window, window),
-            "state": "loaded" if self.models.is_loaded(model_id) else "not_loaded",
+            **_lifecycle_fields(self.models.state(model_id)),
         }
 
     async def listing(self) -> dict[str, Any]:
         """Every served model."""
         return {"object": "list", "data": [await self.model(m) for m in self.models.ids()]}
+
+
+def _lifecycle_fields(state: ModelState) -> dict[str, Any]:
+    """Where the model is: its state, download progress and failure, as everywhere."""
+    wire = state.as_dict()
+    return {"state": wire["state"], "progress": wire["progress"], "error": wire["error"]}

@@ -28,6 +28,7 @@ from .records import (
     TaskStatus,
 )
 from .schema import LATEST_VERSION
+from .served_models import ServedModelRecord
 from .store import STORE_FILE, Store
 from .tasks import DEFAULT_TASK_EVENT_RETENTION, RESTART_PROBLEM
 
@@ -47,6 +48,7 @@ __all__ = [
     "NewSession",
     "ResponseNotFound",
     "ResponseRecord",
+    "ServedModelRecord",
     "SessionConflict",
     "SessionInfo",
     "SessionNotFound",

@@ -16,6 +16,8 @@ Version 1 tables (see the module docstring of ``store`` for what they mean):
 - ``responses``: stored responses; ``seq`` orders them for listing.
 - ``idempotency``: LMSP Idempotency-Key records per principal.
 - ``tasks`` and ``task_events``: LMSP tasks and their numbered events.
+
+Later versions are described where they are defined, below.
 """
 
 from __future__ import annotations
@@ -111,8 +113,19 @@ V1: list[str] = [
 # outlives the retention window of its events.
 V2: list[str] = ["ALTER TABLE tasks ADD COLUMN result TEXT"]
 
+# Version 3: the models added or removed at run time (``served_models``), so that the
+# served set outlives a restart.
+V3: list[str] = [
+    """CREATE TABLE served_models (
+        id TEXT PRIMARY KEY,
+        spec TEXT,
+        seq INTEGER NOT NULL,
+        updated_at REAL NOT NULL
+    )"""
+]
+
 # Append (version, statements) pairs; never edit a released one.
-MIGRATIONS: list[tuple[int, list[str]]] = [(1, V1), (2, V2)]
+MIGRATIONS: list[tuple[int, list[str]]] = [(1, V1), (2, V2), (3, V3)]
 LATEST_VERSION = MIGRATIONS[-1][0]
 
 

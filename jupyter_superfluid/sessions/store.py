@@ -48,12 +48,13 @@ from .idempotency import (
 )
 from .keys import new_id
 from .records import Event, NewResponse, NewSession, ResponseRecord, SessionInfo
+from .served_models import ServedModelsMixin
 from .tasks import DEFAULT_TASK_EVENT_RETENTION, TasksMixin, recover_tasks
 
 STORE_FILE = "store.sqlite3"
 
 
-class Store(IdempotencyMixin, TasksMixin):
+class Store(IdempotencyMixin, TasksMixin, ServedModelsMixin):
     """The durable store under one root directory."""
 
     def __init__(

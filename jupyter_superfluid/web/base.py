@@ -158,6 +158,8 @@ class ProtocolHandler(web.RequestHandler):
         else:
             err = status_error(status_code)
         self.clear_header("Content-Type")
+        if err.retry_after is not None:
+            self.set_header("Retry-After", str(err.retry_after))
         self.render_error(err)
 
     def _handle_request_exception(self, e: BaseException) -> None:

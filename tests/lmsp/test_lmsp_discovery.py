@@ -6,7 +6,16 @@ import httpx
 
 from .helpers import CHATML, QWEN, assert_problem, auth, request
 
-MODEL_KEYS = {"id", "object", "capabilities", "context_window", "max_output_tokens", "state"}
+MODEL_KEYS = {
+    "id",
+    "object",
+    "capabilities",
+    "context_window",
+    "max_output_tokens",
+    "state",
+    "progress",
+    "error",
+}
 CAPABILITIES = {
     "text",
     "streaming",
@@ -51,12 +60,13 @@ def test_models_carry_capabilities_from_their_templates(url):
     for caps in (chatml, qwen):
         assert all(caps[c] for c in ("text", "streaming", "structured_output", "tasks"))
     assert models[CHATML]["state"] == "loaded"
+    assert models[CHATML]["progress"] is None and models[CHATML]["error"] is None
     assert_problem(httpx.get(f"{url}/models/nope"), 404, "model_not_found", "model_id")
 
 
 def test_a_model_not_loaded_is_described_from_its_file(keyed):
     # Nothing on this server ever uses tiny-qwen3, and it does not preload.
     model = httpx.get(f"{keyed}/models/{QWEN}", headers=auth("sk-full")).json()
-    assert model["state"] == "not_loaded"
+    assert model["state"] == "available"  # on disk (a built-in), not loaded
     assert model["capabilities"]["tools"] is True and model["capabilities"]["reasoning"] is True
     assert model["context_window"] == 2048
