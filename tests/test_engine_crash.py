@@ -297,3 +297,41 @@ def test_the_engine_process_never_outlives_the_server(
     wait_until(lambda: not is_running(pid), f"the engine process ends after {sig.name}")
     if sig == signal.SIGTERM:
         assert "closed superfluid/tiny-chatml" in server.log()  # a clean close, not a kill
+
+
+def test_a_generation_waiting_for_a_slot_still_opens_then_fails(sf_start_standalone: Any) -> None:
+    # One slot: while a stream holds it, a task's generation waits in the engine, unstarted.
+    server = sf_start_standalone("--cache-slots=1")
+    url = server.url + "/lmsp/v1"
+    pid = engine_pid(server)
+    first: list[Any] = []
+    stream = client_for(server).responses.create(model=CHATML, input="go", stream=True, **LONG)
+    started = threading.Event()
+
+    def drain() -> None:
+        for event in stream:
+            first.append(event)
+            started.set()
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    started.wait(60)
+    body = {
+        "model": CHATML,
+        "input": [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "b"}]}
+        ],
+        "max_output_tokens": 50,
+    }
+    task = httpx.post(url + "/tasks", json=body, timeout=30).json()
+    status = lambda: httpx.get(f"{url}/tasks/{task['id']}", timeout=10).json()["status"]  # noqa: E731
+    wait_until(lambda: status() == "running", "the task runs")
+    generated = model_status(server)["tokens_generated"]
+    os.kill(pid, signal.SIGKILL)
+    reader.join()
+    wait_until(lambda: status() == "failed", "the task fails")
+    with httpx.stream("GET", f"{url}/tasks/{task['id']}/events", timeout=30) as r:
+        events = [name for name, _ in lmsp_events(r)]
+    assert events == ["response.created", "response.failed"]  # opened, though never started
+    assert [e.type for e in first][-2:] == ["error", "response.failed"]
+    assert generated > 0

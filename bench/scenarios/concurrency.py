@@ -46,31 +46,37 @@ def _entry(rates: list[float], errors: int, ttfts: list[float]) -> dict[str, Any
     return {"rate": summary(rates), "errors": errors, "ttft": summary(ttfts)}
 
 
-async def _measure(ctx: Context, sf: Server, llama: Server | None) -> tuple[dict, dict]:
-    """Per stream count, on each server: aggregate rates, errors, TTFTs.
+KEYS = ("sf", "ls", "lc")  # superfluid, llama-server -np N, llama_cpp.server
 
-    Each superfluid burst is followed by the same burst on llama_cpp.server,
-    so a burst of load from elsewhere hits both alike.
+
+async def _measure(ctx: Context, servers: dict[str, Server | None]) -> dict[str, dict[int, Any]]:
+    """Per server and stream count: aggregate rates, errors, TTFTs.
+
+    Each superfluid burst is followed by the same burst on the others, so a burst
+    of load from elsewhere hits them alike.
     """
-    ours: dict[int, dict[str, Any]] = {}
-    theirs: dict[int, dict[str, Any]] = {}
+    out: dict[str, dict[int, Any]] = {key: {} for key in KEYS}
     for n in ctx.cfg.concurrency:
         acc: dict[str, tuple[list[float], list[int], list[float]]] = {
-            "sf": ([], [], []),
-            "lc": ([], [], []),
+            key: ([], [], []) for key in KEYS
         }
         for rep in range(ctx.cfg.reps):
-            for key, server in (("sf", sf), ("lc", llama)):
+            for key in KEYS:
+                server = servers.get(key)
                 if server is None:
                     continue
                 wall, tokens, errs, results = await _burst(ctx, server, n, rep)
                 acc[key][0].append(tokens / wall)
                 acc[key][1].append(errs)
                 acc[key][2].extend(r.ttft for r in results if r.ttft is not None)
-        ours[n] = _entry(acc["sf"][0], sum(acc["sf"][1]), acc["sf"][2])
-        if llama is not None:
-            theirs[n] = _entry(acc["lc"][0], sum(acc["lc"][1]), acc["lc"][2])
-    return ours, theirs
+        for key in KEYS:
+            if servers.get(key) is not None:
+                out[key][n] = _entry(acc[key][0], sum(acc[key][1]), acc[key][2])
+    return out
+
+
+def _ratio(a: dict[str, Any], b: dict[str, Any] | None) -> float | None:
+    return a["rate"]["median"] / b["rate"]["median"] if b and b["rate"]["median"] else None
 
 
 def _cell(entry: dict[str, Any] | None) -> str:
@@ -94,36 +100,50 @@ def _ms(entry: dict[str, Any] | None) -> str:
 
 
 async def run(ctx: Context) -> Section:
-    """Measure both servers; one table row per stream count."""
-    llama = await ctx.llama_cpp_server()
-    server = await ctx.superfluid()
+    """Measure every server; one table row per stream count."""
+    slots = max(ctx.cfg.concurrency)
+    servers = {"lc": await ctx.llama_cpp_server(), "ls": await ctx.llama_server(slots)}
+    servers["sf"] = await ctx.superfluid()
     try:
-        sf, lc = await _measure(ctx, server, llama)
+        got = await _measure(ctx, servers)
     finally:
-        server.stop()
+        for key in ("sf", "ls"):
+            server = servers[key]
+            if server is not None:
+                server.stop()
     ctx.log("concurrency: done")
     section = Section(
         id="concurrency",
         title=f"5. Throughput: concurrent {ctx.cfg.concurrency_tokens}-token streams",
-        baseline="llama_cpp.server, the same streams (it serves one request at a time)",
+        baseline=f"llama-server -np {slots} and llama_cpp.server, the same streams",
         columns=[
             "streams",
             "superfluid",
             "errors",
             "median TTFT",
-            "llama_cpp.server (baseline)",
+            f"llama-server -np {slots}",
             "errors",
             "median TTFT",
+            "superfluid / llama-server",
+            "llama_cpp.server",
             "superfluid / llama_cpp.server",
         ],
     )
     for n in ctx.cfg.concurrency:
-        a, b = sf[n], lc.get(n)
-        r = a["rate"]["median"] / b["rate"]["median"] if b and b["rate"]["median"] else None
-        section.rows.append(
-            [str(n), _cell(a), str(a["errors"]), _ms(a), _cell(b), _errors(b), _ms(b), times(r)]
-        )
-        section.data[str(n)] = {"superfluid": a, "llama_cpp": b, "ratio": r}
+        a, b, c = got["sf"][n], got["ls"].get(n), got["lc"].get(n)
+        native, lc = _ratio(a, b), _ratio(a, c)
+        ours = [str(n), _cell(a), str(a["errors"]), _ms(a)]
+        native_cells = [_cell(b), _errors(b), _ms(b), times(native)]
+        section.rows.append([*ours, *native_cells, _cell(c), times(lc)])
+        section.data[str(n)] = {
+            "superfluid": a,
+            "llama_server": b,
+            "llama_cpp": c,
+            "llama_server_ratio": native,
+            "ratio": lc,
+        }
+        met = None if native is None else native >= 0.9
+        section.target(f">= 0.9 of llama-server's throughput, {n} streams", times(native), met)
     section.notes.append(
         "llama_cpp.server runs with --interrupt_requests False; with its default (True) a new "
         "request cuts off the stream in progress."
