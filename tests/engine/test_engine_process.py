@@ -238,3 +238,22 @@ def test_a_crash_while_loading_is_a_load_error(sf_models: dict[str, Path]) -> No
     err, pid = asyncio.run(scenario())
     assert f"(pid {pid}) was killed by SIGKILL while loading" in str(err)
     assert engine_children() == []
+
+
+def test_unloading_a_model_ends_its_engine_process(tmp_path: Path) -> None:
+    from jupyter_superfluid.engine.launch import launch_in_process
+    from jupyter_superfluid.engine.registry import ModelRegistry
+
+    registry = ModelRegistry([CHATML], cache_dir=tmp_path, launcher=launch_in_process)
+
+    async def scenario() -> tuple[int | None, bool]:
+        engine = await registry.get(CHATML)
+        assert isinstance(engine, ProcessEngine)
+        pid = engine.pid
+        unloaded = await registry.unload(CHATML)
+        await registry.close()
+        return pid, unloaded
+
+    pid, unloaded = asyncio.run(scenario())
+    assert unloaded and pid is not None and not is_running(pid)
+    assert engine_children() == []
