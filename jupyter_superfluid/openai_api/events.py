@@ -70,9 +70,14 @@ class ResponsesEncoder:
             return []
         return self._numbered([{"type": f"response.{response.status}", "response": body}])
 
-    def error(self, code: str, message: str, param: str | None = None) -> list[Event]:
-        """The ``error`` event of a stream that cannot go on."""
-        return self._numbered([{"type": "error", "code": code, "message": message, "param": param}])
+    def error(
+        self, code: str, message: str, param: str | None = None, kind: str = "server_error"
+    ) -> list[Event]:
+        """The ``error`` event of a stream that cannot go on: OpenAI's fields at the top,
+        OpenResponses' ``error`` payload beside them."""
+        payload = {"type": kind, "code": code, "message": message, "param": param}
+        fields = {"code": code, "message": message, "param": param}
+        return self._numbered([{"type": "error", **fields, "error": payload}])
 
     def _started(self, ev: ItemStarted) -> list[Event]:
         i = ev.index

@@ -13,6 +13,7 @@ from typing import Any
 from ..chat.types import ChatRequest, ChatSampling
 from ..errors import APIError, InvalidRequest, UnsupportedParameter
 from ..generation.items import (
+    FunctionTool,
     dump_items,
     normalize_input,
     to_messages,
@@ -30,11 +31,13 @@ from .stored import response_body
 ErrorEvents = Callable[[APIError], list[SSE]]
 ECHOED = (
     "instructions",
-    "tools",
-    "tool_choice",
     "max_output_tokens",
+    "max_tool_calls",
     "parallel_tool_calls",
     "truncation",
+    "safety_identifier",
+    "prompt_cache_key",
+    "user",
 )
 
 
@@ -107,7 +110,8 @@ class Responses:
                 await run.aclose()
 
         def on_error(err: APIError) -> list[SSE]:
-            return [SSE.json(e, event=e["type"]) for e in encoder.error(err.code, err.message)]
+            events = encoder.error(err.code, err.message, err.param, err.type)
+            return [SSE.json(e, event=e["type"]) for e in events]
 
         return batches(), on_error
 
@@ -177,16 +181,53 @@ class Responses:
 
 
 def _echo(req: ResponseCreateRequest) -> dict[str, Any]:
-    """The request's parameters a response object echoes."""
-    echo = {key: getattr(req, key) for key in ECHOED}
-    echo["tools"] = [t.model_dump(by_alias=True, exclude_none=True) for t in req.tools]
+    """The request's parameters a response object echoes (as OpenResponses lists them)."""
+    echo: dict[str, Any] = {key: getattr(req, key) for key in ECHOED}
+    echo["tools"] = [_echo_tool(t) for t in req.tools]
     choice = req.tool_choice
-    echo["tool_choice"] = choice if isinstance(choice, str) else choice.model_dump()
+    echo["tool_choice"] = (
+        choice if isinstance(choice, str) else choice.model_dump(exclude_none=True)
+    )
     fmt = req.text.format if req.text is not None else None
-    echo["text"] = {"format": fmt.model_dump(by_alias=True) if fmt else {"type": "text"}}
-    echo["reasoning"] = {"effort": req.reasoning.effort if req.reasoning else None, "summary": None}
+    echo["text"] = {"format": _echo_format(fmt)}
+    echo["reasoning"] = {
+        "effort": req.reasoning.effort if req.reasoning else None,
+        "summary": req.reasoning.summary if req.reasoning else None,
+    }
     echo["metadata"] = req.metadata or {}
+    echo["top_logprobs"] = req.top_logprobs or 0
+    echo["presence_penalty"] = req.presence_penalty or 0.0
+    echo["frequency_penalty"] = req.frequency_penalty or 0.0
+    echo["service_tier"] = "default"  # the one tier served, whatever was asked
     return echo
+
+
+def _echo_tool(tool: Any) -> dict[str, Any]:
+    """A tool as given, with every field of a function tool present (``strict``: as given,
+    else false: outside forced calls, arguments are parsed, not grammar-constrained)."""
+    if isinstance(tool, FunctionTool):
+        return {
+            "type": "function",
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters,
+            "strict": bool(tool.strict),
+        }
+    return tool.model_dump(by_alias=True, exclude_none=True)
+
+
+def _echo_format(fmt: Any) -> dict[str, Any]:
+    if fmt is None:
+        return {"type": "text"}
+    if fmt.type != "json_schema":
+        return {"type": fmt.type}
+    return {
+        "type": "json_schema",
+        "name": fmt.name,
+        "description": fmt.description,
+        "schema": fmt.schema_,
+        "strict": bool(fmt.strict),
+    }
 
 
 def _refuse_unsupported(req: ResponseCreateRequest) -> None:

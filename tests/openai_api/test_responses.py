@@ -10,6 +10,7 @@ import jsonschema
 import openai
 import pytest
 from openai.types.responses import Response, ResponseStreamEvent
+from openresponses_schema import validate_event
 from pydantic import TypeAdapter
 
 from jupyter_superfluid.engine.testmodels import EOS_TOKEN, vocabulary
@@ -530,6 +531,8 @@ def test_generation_failure_mid_stream_is_error_then_failed(sf_start_standalone)
     assert failed, "two 1500-token answers should not fit a 2048-token KV cache"
     for events in failed:
         assert [e["type"] for e in events[-2:]] == ["error", "response.failed"]
+        for event in events:  # the failure's events are OpenResponses events too
+            validate_event(event)
         assert events[-1]["response"]["status"] == "failed"
         rid = events[-1]["response"]["id"]
         assert httpx.get(f"{server.base_url}/responses/{rid}").status_code == 404
