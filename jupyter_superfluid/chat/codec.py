@@ -1,119 +1,51 @@
 """Chat templates: render neutral chat messages to prompt text, and probe what a template does.
 
-A ``ChatCodec`` wraps one model's Jinja chat template (as Hugging Face renders it) and
-learns its properties by rendering probe conversations at construction, never from the
-model's name: whether it renders per message (so a stored conversation can be forked
-warm), whether it has a thinking switch or reasoning-effort levels, and whether tools
-change its output. The codec takes plain strings; it knows nothing of the engine or HTTP.
+A ``ChatCodec`` wraps one model's Jinja chat template (rendered as Hugging Face does, with
+llama.cpp's leniencies) and learns its properties by rendering probe conversations at
+construction, never from the model's name: the form it takes messages in (system role,
+call id shape, argument form), whether it renders per message (so a stored conversation
+can be forked warm), its thinking switch and reasoning-effort levels, and the syntax of
+its tool calls and reasoning (``syntax``), from which come the output parser and the
+grammar that forces a call. The codec takes plain strings; it knows nothing of the engine
+or HTTP.
 """
 
 from __future__ import annotations
 
-import json
+import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import replace
 from typing import Any
 
-import jinja2
-import jinja2.ext
-from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-from jupyter_superfluid.chat import probes
-from jupyter_superfluid.chat.types import ChatMessage, ToolCall, ToolSpec
-
-REASONING_OPEN = "<think>"
-REASONING_CLOSE = "</think>"
+from jupyter_superfluid.chat import grammars, probes
+from jupyter_superfluid.chat.call_grammars import call_grammar
+from jupyter_superfluid.chat.environment import TemplateRefusal, compile_template
+from jupyter_superfluid.chat.harmony import (
+    HarmonyParser,
+    harmony_call_grammar,
+    harmony_syntax,
+    renders_harmony,
+)
+from jupyter_superfluid.chat.messages import (
+    ALNUM9_ID,
+    DEFAULT_FORM,
+    MessageForm,
+    template_messages,
+    tools_context,
+)
+from jupyter_superfluid.chat.parsers import (
+    END_OF_TURN,
+    CallIds,
+    OutputParser,
+    SyntaxParser,
+    random_call_id,
+)
+from jupyter_superfluid.chat.syntax import analyze, generic
+from jupyter_superfluid.chat.syntax.model import ReasoningSyntax, TemplateSyntax
+from jupyter_superfluid.chat.types import ChatMessage, ToolSpec
 
 # Levels that turn a thinking switch off (spec: reasoning.effort).
 _THINKING_OFF = frozenset({"none", "minimal"})
-
-
-class _GenerationBlock(jinja2.ext.Extension):
-    """Accept HF's ``{% generation %}...{% endgeneration %}`` and render its body as is."""
-
-    tags = {"generation"}
-
-    def parse(self, parser: Any) -> Any:
-        lineno = next(parser.stream).lineno
-        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
-        return jinja2.nodes.Scope(body, lineno=lineno)
-
-
-def _raise_exception(message: str) -> None:
-    raise jinja2.exceptions.TemplateError(message)
-
-
-def _tojson(
-    value: Any,
-    ensure_ascii: bool = False,
-    indent: int | None = None,
-    separators: tuple[str, str] | None = None,
-    sort_keys: bool = False,
-) -> str:
-    # Jinja's own tojson escapes HTML and sorts keys; HF's does neither, and templates
-    # (and the models trained on them) expect HF's output.
-    return json.dumps(
-        value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
-    )
-
-
-def _strftime_now(fmt: str) -> str:
-    return datetime.now().strftime(fmt)
-
-
-def _environment() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(
-        trim_blocks=True,
-        lstrip_blocks=True,
-        extensions=[_GenerationBlock, jinja2.ext.loopcontrols],
-    )
-    env.filters["tojson"] = _tojson
-    env.globals["raise_exception"] = _raise_exception
-    env.globals["strftime_now"] = _strftime_now
-    return env
-
-
-def _call_dict(call: ToolCall) -> dict[str, Any]:
-    try:
-        arguments: Any = json.loads(call.arguments) if call.arguments else {}
-    except json.JSONDecodeError:
-        arguments = call.arguments  # templates print a string argument as is
-    return {
-        "type": "function",
-        "id": call.call_id,
-        "function": {"name": call.qualified_name, "arguments": arguments},
-    }
-
-
-def message_dict(message: ChatMessage) -> dict[str, Any]:
-    """The HF-style dict a chat template expects for one neutral message."""
-    out: dict[str, Any] = {"role": message.role, "content": message.content}
-    if message.reasoning is not None:
-        out["reasoning_content"] = message.reasoning
-    if message.tool_calls:
-        out["tool_calls"] = [_call_dict(c) for c in message.tool_calls]
-    if message.tool_call_id is not None:
-        out["tool_call_id"] = message.tool_call_id
-    return out
-
-
-def tool_dict(tool: ToolSpec) -> dict[str, Any]:
-    """The OpenAI function-tool dict a chat template expects (qualified name)."""
-    function: dict[str, Any] = {"name": tool.qualified_name}
-    if tool.description is not None:
-        function["description"] = tool.description
-    function["parameters"] = tool.parameters or {"type": "object", "properties": {}}
-    return {"type": "function", "function": function}
-
-
-@dataclass(frozen=True)
-class RenderSplit:
-    """A render cut at message boundaries: ``head + "".join(messages) + generation_prompt``."""
-
-    head: str
-    messages: tuple[str, ...]
-    generation_prompt: str
 
 
 class ChatCodec:
@@ -123,11 +55,52 @@ class ChatCodec:
         self.template_source = template
         self.bos_token = bos_token
         self.eos_token = eos_token
-        self._template = _environment().from_string(template)
+        self._template = compile_template(template)
+        self.syntax: TemplateSyntax | None = None  # while None, render() renders plainly
+        self.form: MessageForm = DEFAULT_FORM
+        self.form = probes.message_form(self, template)
+        self.thinking_switch: str | None = probes.thinking_switch(self)
+        thinking = {self.thinking_switch: True} if self.thinking_switch else {}
+        self.form = replace(
+            self.form, reasoning_key=probes.reasoning_key(self, self.form, thinking)
+        )
         self.supports_tools: bool = probes.supports_tools(self)
-        self.has_thinking_switch: bool = probes.has_thinking_switch(self)
         self.reasoning_efforts: tuple[str, ...] = probes.reasoning_efforts(self)
+        self.syntax = _template_syntax(self)
         self.renders_per_message: bool = probes.renders_per_message(self)
+
+    @property
+    def has_thinking_switch(self) -> bool:
+        """Whether a template variable switches thinking on and off."""
+        return self.thinking_switch is not None
+
+    def render_dicts(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: Mapping[str, Any] | None = None,
+        add_generation_prompt: bool = True,
+        template_kwargs: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Render template-ready dicts as they are (for probes); raises TemplateRefusal.
+
+        ``tools`` holds the variables that carry the tools (``messages.tools_context``).
+        """
+        context: dict[str, Any] = dict(template_kwargs or {})
+        # HF passes None when no tools are given; some templates test `tools is none`.
+        context.update(tools or {"tools": None})
+        context.update(
+            messages=messages,
+            add_generation_prompt=add_generation_prompt,
+            bos_token=self.bos_token,
+            eos_token=self.eos_token,
+        )
+        try:
+            return self._template.render(**context)
+        except TemplateRefusal:
+            raise
+        except Exception as err:  # a template may raise anything on what it cannot carry
+            raise TemplateRefusal(_refusal_text(err)) from err
 
     def render(
         self,
@@ -137,17 +110,20 @@ class ChatCodec:
         add_generation_prompt: bool = True,
         template_kwargs: Mapping[str, Any] | None = None,
     ) -> str:
-        """Render messages (and tools) to prompt text, as HF's apply_chat_template does."""
-        context: dict[str, Any] = dict(template_kwargs or {})
-        context.update(
-            messages=[message_dict(m) for m in messages],
-            # HF passes None when no tools are given; some templates test `tools is none`.
-            tools=[tool_dict(t) for t in tools] or None,
+        """Render messages (and tools) to prompt text, in the form the template takes them.
+
+        What the template leaves out of tool calling is carried in the generic format
+        (``syntax.generic``). Raises TemplateRefusal (with the template's own message)
+        when it refuses the conversation.
+        """
+        if self.syntax is not None and generic.needs_adapting(self.syntax):
+            messages = generic.adapt(messages, tools, self.syntax)
+        return self.render_dicts(
+            template_messages(messages, self.form),
+            tools=tools_context(tools, self.form),
             add_generation_prompt=add_generation_prompt,
-            bos_token=self.bos_token,
-            eos_token=self.eos_token,
+            template_kwargs=template_kwargs,
         )
-        return self._template.render(**context)
 
     def template_kwargs_for_effort(self, effort: str | None) -> dict[str, Any]:
         """Template variables for a reasoning effort, as the spec's reasoning.effort says."""
@@ -155,8 +131,11 @@ class ChatCodec:
             return {}
         if effort in self.reasoning_efforts:
             return {"reasoning_effort": effort}
-        if self.has_thinking_switch:
-            return {"enable_thinking": effort not in _THINKING_OFF}
+        if self.thinking_switch:
+            return {self.thinking_switch: effort not in _THINKING_OFF}
+        if self.reasoning_efforts and effort in _THINKING_OFF:
+            # No way to switch reasoning off: the least of the template's levels.
+            return {"reasoning_effort": self.reasoning_efforts[0]}
         return {}
 
     def generation_prompt(
@@ -176,68 +155,96 @@ class ChatCodec:
         return with_prompt[len(without) :]
 
     def generation_opens_reasoning(self, template_kwargs: Mapping[str, Any] | None = None) -> bool:
-        """True when the generation prompt ends inside an open ``<think>`` (parse as reasoning)."""
+        """True when the generation prompt leaves the model inside its reasoning."""
+        found = self.syntax.reasoning if self.syntax else None
+        if found is None or not found.close:
+            return False
         probe = (ChatMessage(role="user", content="Hi"),)
-        # The whole render's end, not generation_prompt(): that raises for templates whose
-        # prompt render does not extend the plain one, and this probe has no other tags.
-        prompt = self.render(probe, template_kwargs=template_kwargs).rstrip()
-        opened = prompt.rfind(REASONING_OPEN)
-        return opened >= 0 and prompt.rfind(REASONING_CLOSE) < opened
-
-    def split(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        tools: Sequence[ToolSpec] = (),
-        template_kwargs: Mapping[str, Any] | None = None,
-    ) -> RenderSplit:
-        """Cut a render into head, each message's own text and the generation prompt.
-
-        For the generation layer, to log each message's text (and tokens) as its own
-        session event so a later request can append only new messages. Meaningful only
-        when ``renders_per_message`` holds; raises ValueError where a render of k+1
-        messages does not extend the render of k.
-        """
-        kw = template_kwargs
         try:
-            head = self.render([], tools=tools, add_generation_prompt=False, template_kwargs=kw)
-        except Exception:  # templates may index messages[0]; then the head joins message 0
-            head = ""
-        pieces: list[str] = []
-        previous = head
-        for k in range(1, len(messages) + 1):
-            text = self.render(
-                messages[:k], tools=tools, add_generation_prompt=False, template_kwargs=kw
+            with_prompt = self.render(probe, template_kwargs=template_kwargs)
+            without = self.render(
+                probe, add_generation_prompt=False, template_kwargs=template_kwargs
             )
-            if not text.startswith(previous):
-                raise ValueError(f"rendering message {k - 1} rewrites the text before it")
-            pieces.append(text[len(previous) :])
-            previous = text
-        prompt = self.generation_prompt(messages, tools=tools, template_kwargs=kw)
-        return RenderSplit(head=head, messages=tuple(pieces), generation_prompt=prompt)
+        except TemplateRefusal:
+            return False
+        tail = with_prompt[len(without) :] if with_prompt.startswith(without) else with_prompt
+        if not found.open:  # the template leaves the opening to the prompt (Apriel)
+            return not tail.rstrip().endswith(found.close)
+        return tail.rfind(found.open) > tail.rfind(found.close)
 
-    def render_turn_tail(
+    def output_parser(
         self,
-        messages: Sequence[ChatMessage],
-        reply: ChatMessage,
-        generated: str,
-        *,
         tools: Sequence[ToolSpec] = (),
-        template_kwargs: Mapping[str, Any] | None = None,
-    ) -> str | None:
-        """The text a template puts after a generated reply, or None if it renders otherwise.
-
-        For the generation layer: a session holds the prompt (ending in the generation
-        prompt) plus the generated text; appending this tail makes it equal to a fresh
-        render of ``messages + [reply]``, so the next message can be appended warm. None
-        means the reply renders differently from what was generated: rebuild instead.
-        """
-        kw = template_kwargs
-        prompt = self.render(messages, tools=tools, template_kwargs=kw)
-        full = self.render(
-            [*messages, reply], tools=tools, add_generation_prompt=False, template_kwargs=kw
+        *,
+        opens_reasoning: bool = False,
+        end_tokens: Sequence[str] = (),
+        call_ids: CallIds = random_call_id,
+    ) -> OutputParser:
+        """A fresh parser for one generation with this template."""
+        syntax = self.syntax or TemplateSyntax("plain")
+        ends = tuple(dict.fromkeys((self.eos_token, *end_tokens, *END_OF_TURN)))
+        if syntax.family == "harmony":
+            return HarmonyParser(tools=tools, end_tokens=ends, call_ids=call_ids)
+        if tools and syntax.calls is None:
+            syntax = replace(syntax, calls=generic.GENERIC_CALLS)
+        return SyntaxParser(
+            syntax, tools=tools, end_tokens=ends, opens_reasoning=opens_reasoning, call_ids=call_ids
         )
-        start = prompt + generated
-        if not full.startswith(start):
-            return None
-        return full[len(start) :]
+
+    def call_grammar(
+        self, tools: Sequence[ToolSpec], *, only: str | None = None, opens_reasoning: bool = False
+    ) -> str:
+        """The grammar that forces one call to one of ``tools`` (or to ``only``), written
+        as the template writes calls (or in the generic format)."""
+        syntax = self.syntax or TemplateSyntax("plain")
+        if syntax.family == "harmony":
+            return harmony_call_grammar(tools, only=only)
+        return call_grammar(
+            syntax.calls or generic.GENERIC_CALLS,
+            tools,
+            only=only,
+            call_id=self._fresh_call_id(),
+            reasoning=self._reasoning(opens_reasoning),
+        )
+
+    def json_grammar(
+        self, schema: Mapping[str, Any] | None, *, opens_reasoning: bool = False
+    ) -> str:
+        """The grammar for one JSON value matching ``schema`` (any object when None)."""
+        reasoning = self._reasoning(opens_reasoning)
+        if schema is None:
+            return grammars.json_object_grammar(reasoning=reasoning)
+        return grammars.json_schema_grammar(schema, reasoning=reasoning)
+
+    def _reasoning(self, opens: bool) -> ReasoningSyntax | None:
+        found = self.syntax.reasoning if self.syntax else None
+        return found if opens and found is not None and found.close else None
+
+    def _fresh_call_id(self) -> str:
+        """A new call id in the shape the template demands."""
+        if self.form.call_ids is ALNUM9_ID:
+            return ALNUM9_ID.map(secrets.token_hex(8))
+        return f"call_{secrets.token_hex(6)}"
+
+
+def _template_syntax(codec: ChatCodec) -> TemplateSyntax:
+    """Derive the syntax; a hand-written family where the render says it is one."""
+    derived = analyze.derive(codec)
+    try:
+        probe = codec.render(
+            [ChatMessage("user", "Hi"), ChatMessage("assistant", "Ok.")],
+            add_generation_prompt=False,
+        )
+    except TemplateRefusal:
+        probe = ""
+    if renders_harmony(probe):
+        return harmony_syntax(derived)
+    if not derived.renders_calls:
+        return replace(derived, family="generic")
+    return derived
+
+
+def _refusal_text(err: Exception) -> str:
+    """A template error as a client may read it: the template's own words where it has any."""
+    message = str(err) or type(err).__name__
+    return f"the model's chat template refuses this conversation: {message}"

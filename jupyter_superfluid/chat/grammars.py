@@ -2,20 +2,21 @@
 
 JSON schemas are converted by llama-cpp-python's own ``SchemaConverter`` (the port of
 llama.cpp's ``json_schema_to_grammar.py``), so the grammars match what llama.cpp expects.
-Every builder can prefix a bounded reasoning section for prompts that open ``<think>``:
-the model may think briefly, must close ``</think>``, and the result still parses with
-the Hermes output parser. Every grammar's start rule is ``root``.
+Forced tool calls are built in ``call_grammars``. Every builder can prefix a bounded reasoning
+section for prompts that open one: the model may think briefly, must close it, and the
+result still parses. Every grammar's start rule is ``root``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from jupyter_superfluid.chat.types import ToolSpec
+from jupyter_superfluid.chat.syntax.model import ReasoningSyntax
 
 DEFAULT_REASONING_CHARS = 256
+THINK = ReasoningSyntax("<think>", "</think>", gap="\n\n")
 
 # llama-cpp-python's converter lets raw control characters into strings (its `char` is
 # [^"\\]); JSON forbids them, and json.loads would reject what the model was forced to
@@ -39,7 +40,14 @@ def gbnf_literal(text: str) -> str:
     return f'"{escaped}"'
 
 
-class _Rules:
+def gbnf_not(chars: str) -> str:
+    """A GBNF class of any character but ``chars`` (and control characters)."""
+    escaped = "".join("\\" + c if c in "]\\^-" else c for c in dict.fromkeys(chars))
+    escaped = escaped.replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
+    return f"[^{escaped}\\x00-\\x08\\x0B-\\x1F]"
+
+
+class Rules:
     """Rules from JSON schemas (through llama-cpp-python's converter) plus our own."""
 
     def __init__(self) -> None:
@@ -65,70 +73,47 @@ class _Rules:
         self._extra[name] = rule
         return name
 
-    def grammar(self, root: str) -> str:
-        """The whole grammar text with ``root ::= <root>``."""
+    def grammar(self, root: str, *, indented: bool = False) -> str:
+        """The whole grammar text with ``root ::= <root>`` (``indented``: JSON spacing may
+        break lines, as llama.cpp's own converter allows, for templates that indent)."""
         # The converter keeps its rules in a private dict; it has no public way to
         # replace a built-in rule, and `char` must be the strict one (see _STRICT_CHAR).
         rules: dict[str, str] = dict(self._converter._rules)
         if "char" in rules:
             rules["char"] = _STRICT_CHAR
+        if indented and "space" in rules:
+            rules["space"] = '| " " | "\\n" [ \\t]{0,20}'
         rules.update(self._extra)
         rules["root"] = root
         return "\n".join(f"{name} ::= {rule}" for name, rule in sorted(rules.items())) + "\n"
 
 
-def _reasoning_prefix(rules: _Rules, reasoning: bool, chars: int) -> str:
+def reasoning_prefix(rules: Rules, reasoning: ReasoningSyntax | None, chars: int) -> str:
     """The rule sequence to put before the forced output ("" without reasoning)."""
-    if not reasoning:
+    if reasoning is None or not reasoning.close:
         return ""
-    # No "<" in the reasoning, so it cannot open or fake a tag; bounded so a forced
-    # model reaches the answer.
-    rules.add("reasoning-text", f"[^<]{{0,{chars}}}")
-    rules.add("reasoning", 'reasoning-text "</think>\\n\\n"')
+    # No character that starts the closing marker, so the reasoning cannot fake or cut
+    # it; bounded so a forced model reaches the answer.
+    rules.add("reasoning-text", f"{gbnf_not(reasoning.close[0] + '<')}{{0,{chars}}}")
+    rules.add("reasoning", f"reasoning-text {gbnf_literal(reasoning.close + reasoning.gap)}")
     return "reasoning "
 
 
 def json_schema_grammar(
     schema: Mapping[str, Any],
     *,
-    reasoning: bool = False,
+    reasoning: ReasoningSyntax | None = None,
     reasoning_chars: int = DEFAULT_REASONING_CHARS,
 ) -> str:
     """A grammar for one JSON value matching ``schema`` (optionally after brief reasoning)."""
-    rules = _Rules()
-    prefix = _reasoning_prefix(rules, reasoning, reasoning_chars)
+    rules = Rules()
+    prefix = reasoning_prefix(rules, reasoning, reasoning_chars)
     value = rules.schema(schema, "json")
     return rules.grammar(prefix + value)
 
 
 def json_object_grammar(
-    *, reasoning: bool = False, reasoning_chars: int = DEFAULT_REASONING_CHARS
+    *, reasoning: ReasoningSyntax | None = None, reasoning_chars: int = DEFAULT_REASONING_CHARS
 ) -> str:
     """A grammar for any one JSON object (optionally after brief reasoning)."""
     return json_schema_grammar(_ANY_OBJECT, reasoning=reasoning, reasoning_chars=reasoning_chars)
-
-
-def tool_call_grammar(
-    tools: Sequence[ToolSpec],
-    *,
-    only: str | None = None,
-    reasoning: bool = False,
-    reasoning_chars: int = DEFAULT_REASONING_CHARS,
-) -> str:
-    """A grammar for exactly one Hermes ``<tool_call>`` to one of ``tools`` (or ``only``)."""
-    chosen = [t for t in tools if only is None or t.qualified_name == only]
-    if not chosen:
-        raise ValueError(f"no tool named {only!r}" if only else "no tools to call")
-    rules = _Rules()
-    prefix = _reasoning_prefix(rules, reasoning, reasoning_chars)
-    alternatives = []
-    for i, tool in enumerate(chosen):
-        args = rules.schema(tool.parameters or _ANY_OBJECT, f"call{i}-args")
-        # The layout the Qwen3/Hermes templates show the model and render past calls in.
-        head = gbnf_literal(
-            f'{{"name": {json.dumps(tool.qualified_name, ensure_ascii=False)}, "arguments": '
-        )
-        alternatives.append(rules.add(f"call{i}", f'{head} {args} "}}"'))
-    body = rules.add("call", " | ".join(alternatives))
-    open_tag, close_tag = gbnf_literal("<tool_call>\n"), gbnf_literal("\n</tool_call>")
-    return rules.grammar(f"{prefix}{open_tag} {body} {close_tag}")

@@ -2,9 +2,11 @@
 
 A parser is fed text deltas as the model produces them (special tokens included as their
 text) and turns them into ``ItemStarted`` / ``TextDelta`` / ``ItemDone`` events for
-reasoning, message text and function calls. It holds back only the few characters that
-may be the start of a tag, so text streams at token cadence. Each template family has its
-parser, chosen through a small registry by what the template renders (never by name).
+reasoning, message text and function calls. It is driven by the template's syntax
+(``chat.syntax``): its reasoning markers, the markers that open a section of tool calls
+and how a call is written, the markers that end a turn. It holds back only the few
+characters that may be the start of a marker, so text streams at token cadence; a call
+is emitted whole once its section is complete.
 """
 
 from __future__ import annotations
@@ -16,21 +18,19 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
 
-from jupyter_superfluid.chat.codec import ChatCodec
+from jupyter_superfluid.chat.syntax import markers
+from jupyter_superfluid.chat.syntax.model import CallSyntax, Hole, TemplateSyntax
+from jupyter_superfluid.chat.syntax.reading import ReadCall, partial_call, read_section
 from jupyter_superfluid.chat.types import (
     ChatEvent,
-    ChatMessage,
     ItemDone,
     ItemKind,
     ItemStarted,
     OutputItem,
     TextDelta,
-    ToolCall,
     ToolSpec,
 )
 
-THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
-CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
 END_OF_TURN = ("<|im_end|>", "<|endoftext|>")
 
 CallIds = Callable[[int], str]
@@ -66,22 +66,8 @@ class OutputParser(Protocol):
 class _Mode(Enum):
     TEXT = "text"  # message text, or between items
     REASONING = "reasoning"
-    CALL = "call"  # inside <tool_call>…</tool_call>
-    DONE = "done"  # after an end-of-turn token
-
-
-@dataclass(frozen=True)
-class TagSet:
-    """The markup a family's output uses; empty strings switch a feature off."""
-
-    think_open: str = ""
-    think_close: str = ""
-    call_open: str = ""
-    call_close: str = ""
-
-
-HERMES_TAGS = TagSet(THINK_OPEN, THINK_CLOSE, CALL_OPEN, CALL_CLOSE)
-PLAIN_TAGS = TagSet()
+    CALLS = "calls"  # inside a section of tool calls
+    DONE = "done"  # after an end-of-turn marker
 
 
 @dataclass
@@ -91,32 +77,58 @@ class _Open:
     text: str = ""
 
 
-class TaggedOutputParser:
-    """Parses text with ``<think>`` reasoning and ``<tool_call>`` JSON calls (Qwen/Hermes)."""
+def call_triggers(calls: CallSyntax, tools: Sequence[ToolSpec]) -> dict[str, int]:
+    """The texts that start a section of calls in output, each with how much of it to
+    skip before reading the section: its first marker, or its literal opening when it
+    has no marker (``{"name": "``, ``functools[``); for a call written from its name on
+    (functionary's ``NAME\n{…}`` after a prompt that ends in ``>>>``), each tool's name
+    followed by what follows names, alone or after the separator of calls."""
+    first = calls.call[0] if calls.call else ""
+    if first is Hole.NAME:
+        follow = calls.call[1] if len(calls.call) > 1 and isinstance(calls.call[1], str) else ""
+        names = [t.qualified_name + follow for t in tools]
+        found = {calls.section_open + name: 0 for name in names}
+        if calls.sep.strip():
+            found.update({calls.sep + name: len(calls.sep) for name in names})
+        return found
+    opening = (calls.section_open + (first if isinstance(first, str) else "")).lstrip()
+    marker = markers.MARKER.match(opening)
+    if marker is not None:
+        return {marker.group(0): 0}
+    return {opening.rstrip() or opening: 0}
+
+
+class SyntaxParser:
+    """Parses a template's reasoning, message text and tool calls by its syntax."""
 
     def __init__(
         self,
-        tags: TagSet = HERMES_TAGS,
+        syntax: TemplateSyntax,
         *,
         tools: Sequence[ToolSpec] = (),
         end_tokens: Sequence[str] = END_OF_TURN,
         opens_reasoning: bool = False,
         call_ids: CallIds = random_call_id,
     ) -> None:
-        self._tags = tags
+        self._syntax = syntax
         self._tools = {t.qualified_name: t for t in tools}
-        self._ends = tuple(e for e in end_tokens if e)
+        self._ends = tuple(dict.fromkeys(e for e in (*syntax.ends, *end_tokens) if e))
         self._call_ids = call_ids
-        self._mode = _Mode.REASONING if opens_reasoning and tags.think_close else _Mode.TEXT
-        self._buf = ""  # text not yet handled: a possible tag start, or a call's body
+        self._reasoning = syntax.reasoning
+        self._calls = syntax.calls if tools else None
+        self._triggers = call_triggers(self._calls, tools) if self._calls else {}
+        self._layout_markers = syntax.layout_markers
+        opened = opens_reasoning and self._reasoning is not None and self._reasoning.close
+        self._mode = _Mode.REASONING if opened else _Mode.TEXT
+        self._buf = ""  # text not yet handled: a possible marker start, or a section
         self._newlines = ""  # trailing newlines held back: they may be template layout
-        # Only templates with tags put layout newlines around them; plain text is verbatim,
-        # so a reply re-renders exactly as generated (and its session can fork warm).
-        self._layout = bool(tags.think_open or tags.call_open)
-        self._call_body = ""
         self._open: _Open | None = None
         self._next_index = 0
         self._items: list[OutputItem] = []
+        self._truncated = False  # finish() was told the token cap cut the output
+        # Layout the template writes before a turn's text, or between reasoning and text
+        # (functionary's "all\n", Solar's "<|begin|>assistant<|content|>"), dropped once.
+        self._skip = syntax.content_lead if self._mode is _Mode.TEXT else ""
 
     @property
     def items(self) -> list[OutputItem]:
@@ -138,91 +150,208 @@ class TaggedOutputParser:
     def finish(self, truncated: bool = False) -> list[ChatEvent]:
         """End of output (``truncated``: cut by the token cap); close open items."""
         events: list[ChatEvent] = []
+        self._truncated = truncated
         self._drain(events, final=True)
-        if self._mode is _Mode.CALL:
-            self._end_call(events, truncated=truncated)
+        if self._mode is _Mode.CALLS:
+            self._end_section(events, final=True, truncated=truncated)
         self._close(events, complete=not truncated)
         self._mode = _Mode.DONE
+        return events
+
+    # -- for hand-written families that read their own markup ------------------------
+
+    def reasoning(self, text: str) -> list[ChatEvent]:
+        """Emit reasoning text as it comes."""
+        events: list[ChatEvent] = []
+        self._emit_text("reasoning", text, events)
+        return events
+
+    def message(self, text: str) -> list[ChatEvent]:
+        """Emit message text as it comes."""
+        events: list[ChatEvent] = []
+        self._emit_text("message", text, events)
+        return events
+
+    def raw_call(self, name: str, arguments: str, *, complete: bool = True) -> list[ChatEvent]:
+        """Emit one whole call (``name`` qualified, ``arguments`` JSON text)."""
+        events: list[ChatEvent] = []
+        self._emit_raw_call(events, name, arguments, None, complete=complete)
+        return events
+
+    def close_item(self) -> list[ChatEvent]:
+        """Finish the open reasoning or message item."""
+        events: list[ChatEvent] = []
+        self._close(events, complete=True)
         return events
 
     # -- scanning -------------------------------------------------------------------
 
     def _watched(self) -> tuple[str, ...]:
-        t = self._tags
-        by_mode = {
-            _Mode.TEXT: (t.think_open, t.call_open),
-            _Mode.REASONING: (t.think_close,),
-            _Mode.CALL: (t.call_close,),
-        }
-        return tuple(tag for tag in (*by_mode.get(self._mode, ()), *self._ends) if tag)
+        r = self._reasoning
+        if self._mode is _Mode.REASONING:
+            tags: tuple[str, ...] = (r.close,) if r else ()
+        else:
+            tags = (r.open if r else "", *self._triggers, *self._layout_markers)
+        return tuple(t for t in (*tags, *self._ends) if t)
 
     def _drain(self, events: list[ChatEvent], *, final: bool) -> None:
         while self._mode is not _Mode.DONE and self._buf:
+            if self._mode is _Mode.CALLS:
+                if not self._section(events, final=final):
+                    return
+                continue
+            if self._skip and not self._skipped(final=final):
+                return
             tags = self._watched()
             hit = min(
                 ((self._buf.find(tag), -len(tag), tag) for tag in tags if tag in self._buf),
                 default=None,
             )
             if hit is None:
-                keep = 0 if final else _partial_tag_length(self._buf, tags)
-                self._consume(self._buf[: len(self._buf) - keep], events)
+                keep = 0 if final else markers.overlap(self._buf, tags)
+                self._text(self._buf[: len(self._buf) - keep], events)
                 self._buf = self._buf[len(self._buf) - keep :]
                 return
             at, _, tag = hit
-            self._consume(self._buf[:at], events)
-            self._buf = self._buf[at + len(tag) :]
-            self._on_tag(tag, events)
+            rest = self._buf[at:]
+            if not final and any(len(t) > len(rest) and t.startswith(rest) for t in tags):
+                # A longer marker may still complete here ("to=" vs "to=self<|message|>").
+                self._text(self._buf[:at], events)
+                self._buf = rest
+                return
+            self._text(self._buf[:at], events)
+            self._on_tag(tag, events, at)
         if self._mode is _Mode.DONE:
             self._buf = ""  # nothing after the end of the turn belongs to the reply
 
-    def _consume(self, text: str, events: list[ChatEvent]) -> None:
-        if not text:
-            return
-        if self._mode is _Mode.CALL:
-            self._call_text(text)
+    def _skipped(self, *, final: bool) -> bool:
+        """Drop the pending layout literal if the buffer starts with it; False: wait."""
+        lead = self._buf.lstrip("\n")
+        if lead.startswith(self._skip.lstrip("\n")):
+            self._buf = lead[len(self._skip.lstrip("\n")) :]
+            self._skip = ""
+        elif self._skip.lstrip("\n").startswith(lead) and not final:
+            return False
         else:
+            self._skip = ""
+        return True
+
+    def _on_tag(self, tag: str, events: list[ChatEvent], at: int) -> None:
+        r = self._reasoning
+        if tag in self._triggers and self._mode is _Mode.TEXT:
+            self._close(events, complete=True)
+            self._buf = self._buf[at + self._triggers[tag] :]  # read from its first marker
+            self._mode = _Mode.CALLS
+            return
+        self._buf = self._buf[at + len(tag) :]
+        if r is not None and tag == r.close and self._mode is _Mode.REASONING:
+            self._close(events, complete=True)
+            self._mode = _Mode.TEXT
+            self._skip = r.gap if r.gap.strip() else ""
+        elif tag in self._ends:
+            self._close(events, complete=True)
+            self._mode = _Mode.DONE
+        elif r is not None and tag == r.open and self._mode is _Mode.TEXT:
+            self._close(events, complete=True)
+            self._mode = _Mode.REASONING
+        # A layout marker (around the message text) is dropped.
+
+    def _text(self, text: str, events: list[ChatEvent]) -> None:
+        if text:
             kind: ItemKind = "reasoning" if self._mode is _Mode.REASONING else "message"
             self._emit_text(kind, text, events)
 
-    def _on_tag(self, tag: str, events: list[ChatEvent]) -> None:
-        t = self._tags
-        if tag in self._ends:
-            if self._mode is _Mode.CALL:
-                self._end_call(events, truncated=False)
-            self._close(events, complete=True)
-            self._mode = _Mode.DONE
-        elif tag == t.think_open:
-            self._close(events, complete=True)
-            self._mode = _Mode.REASONING
-        elif tag == t.think_close:
-            self._close(events, complete=True)
-            self._mode = _Mode.TEXT
-        elif tag == t.call_open:
-            self._close(events, complete=True)
-            self._mode = _Mode.CALL
-        elif tag == t.call_close:
-            self._end_call(events, truncated=False, closed=True)
+    # -- sections of calls ----------------------------------------------------------
+
+    def _section(self, events: list[ChatEvent], *, final: bool) -> bool:
+        """Read the buffered section; True when it was handled (buffer moved on)."""
+        assert self._calls is not None
+        end = self._first_end(self._buf)
+        body = self._buf if end is None else self._buf[:end]
+        found = read_section(self._calls, body, 0, self._tools, final=final or end is not None)
+        if found is None:
+            if end is None and not final:
+                return False
+            self._end_section(events, final=True, truncated=self._truncated and end is None)
+            return True
+        calls, consumed = found
+        for read in calls:
+            self._emit_call(events, read, complete=True)
+        self._buf = self._buf[consumed:]
+        self._mode = _Mode.TEXT
+        return True
+
+    def _first_end(self, text: str) -> int | None:
+        hits = [text.find(e) for e in self._ends if e in text]
+        return min(hits) if hits else None
+
+    def _end_section(self, events: list[ChatEvent], *, final: bool, truncated: bool) -> None:
+        """The section could not be read whole: what it holds, as well as it can be."""
+        assert self._calls is not None
+        end = self._first_end(self._buf)
+        body, rest = (self._buf, "") if end is None else (self._buf[:end], self._buf[end:])
+        self._mode = _Mode.TEXT
+        found = read_section(self._calls, body, 0, self._tools, final=True)
+        if found is not None:
+            for read in found[0]:
+                self._emit_call(events, read, complete=True)
+            body = body[found[1] :]
+        elif truncated:
+            name, arguments = partial_call(self._calls, body)
+            self._emit_raw_call(events, name, arguments, None, complete=False)
+            body = ""
+        self._buf = rest
+        if body.strip():
+            # Not a call we can run: show the model's text rather than fail the reply.
+            self._emit_text("message", body, events, verbatim=True)
+        if rest:
+            self._drain(events, final=final)
+
+    def _emit_call(self, events: list[ChatEvent], read: ReadCall, *, complete: bool) -> None:
+        args = json.dumps(read.arguments, ensure_ascii=False, separators=(",", ":"))
+        self._emit_raw_call(events, read.name, args, read.call_id, complete=complete)
+
+    def _emit_raw_call(
+        self, events: list[ChatEvent], name: str, args: str, call_id: str | None, *, complete: bool
+    ) -> None:
+        self._close(events, complete=True)
+        spec = self._tools.get(name)
+        namespace, member = (spec.namespace, spec.name) if spec else (None, name)
+        fields: dict[str, Any] = {
+            "call_id": call_id or self._call_ids(self._next_index),
+            "name": member,
+            "namespace": namespace,
+        }
+        self._start(events, "function_call", **fields)
+        assert self._open is not None
+        if args:
+            events.append(TextDelta(self._open.index, "function_call", args))
+        item = OutputItem(kind="function_call", text=args, complete=complete, **fields)
+        self._finish_item(events, item)
 
     # -- reasoning and message text -------------------------------------------------
 
-    def _emit_text(self, kind: ItemKind, text: str, events: list[ChatEvent]) -> None:
-        if not self._layout:
-            if text:
-                if self._open is None:
-                    self._start(events, kind)
-                assert self._open is not None
-                self._open.text += text
-                events.append(TextDelta(self._open.index, kind, text))
-            return
-        text = self._newlines + text
-        if self._open is None:
-            # The template puts newlines after <think>, </think> and between calls.
-            text = text.lstrip("\n")
-        body = text.rstrip("\n")
-        self._newlines = text[len(body) :]
+    def _emit_text(
+        self, kind: ItemKind, text: str, events: list[ChatEvent], *, verbatim: bool = False
+    ) -> None:
+        if not verbatim:
+            text = self._newlines + text
+            if self._open is None:
+                # The template puts newlines after markers and between items; spaces
+                # before a marker (muse's " to=…") wait to see whether text follows.
+                text = text.lstrip("\n")
+                if not text.strip():
+                    self._newlines = text
+                    return
+            body = text.rstrip("\n")
+            self._newlines = text[len(body) :]
+        else:
+            body = self._newlines + text
+            self._newlines = ""
         if not body:
             return
-        if self._open is None:
+        if self._open is None or self._open.kind != kind:
+            self._close(events, complete=True)
             self._start(events, kind)
         assert self._open is not None
         self._open.text += body
@@ -234,7 +363,7 @@ class TaggedOutputParser:
         events.append(ItemStarted(self._open.index, kind, **fields))
 
     def _close(self, events: list[ChatEvent], *, complete: bool) -> None:
-        # Newlines before a tag or the end are the template's layout, not the reply's.
+        # Newlines before a marker or the end are the template's layout, not the reply's.
         self._newlines = ""
         if self._open is None:
             return
@@ -246,147 +375,3 @@ class TaggedOutputParser:
         events.append(ItemDone(self._open.index, item))
         self._items.append(item)
         self._open = None
-
-    # -- function calls -------------------------------------------------------------
-
-    def _call_text(self, text: str) -> None:
-        self._call_body += text
-
-    def _end_call(self, events: list[ChatEvent], *, truncated: bool, closed: bool = False) -> None:
-        body, self._call_body = self._call_body, ""
-        self._mode = _Mode.TEXT
-        parsed = _parse_call(body)
-        if truncated:  # unterminated: report what there is, marked unsafe to run
-            name, arguments = parsed or _partial_call(body)
-            self._emit_call(events, name, arguments, complete=False)
-        elif parsed is not None:
-            self._emit_call(events, *parsed, complete=True)
-        else:
-            # Not a call we can run: show the model's text rather than fail the reply.
-            raw = self._tags.call_open + body + (self._tags.call_close if closed else "")
-            self._emit_text("message", raw, events)
-
-    def _emit_call(self, events: list[ChatEvent], name: str, args: str, *, complete: bool) -> None:
-        spec = self._tools.get(name)
-        namespace, member = (spec.namespace, spec.name) if spec else (None, name)
-        call_id = self._call_ids(self._next_index)
-        fields = {"call_id": call_id, "name": member, "namespace": namespace}
-        self._start(events, "function_call", **fields)
-        assert self._open is not None
-        if args:
-            events.append(TextDelta(self._open.index, "function_call", args))
-        item = OutputItem(kind="function_call", text=args, complete=complete, **fields)
-        self._finish_item(events, item)
-
-
-def _partial_tag_length(text: str, tags: Sequence[str]) -> int:
-    """Length of the longest suffix of ``text`` that is a proper prefix of a tag."""
-    longest = max((len(tag) for tag in tags), default=1)
-    for n in range(min(len(text), longest - 1), 0, -1):
-        suffix = text[-n:]
-        if any(tag.startswith(suffix) for tag in tags):
-            return n
-    return 0
-
-
-def _parse_call(body: str) -> tuple[str, str] | None:
-    """(qualified name, compact JSON arguments) from a call body, or None if malformed."""
-    try:
-        call = json.loads(body)
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(call, dict) or not isinstance(call.get("name"), str):
-        return None
-    arguments = call.get("arguments", {})
-    if isinstance(arguments, str):  # some models send the arguments JSON-encoded
-        try:
-            arguments = json.loads(arguments)
-        except json.JSONDecodeError:
-            return None
-    if not isinstance(arguments, dict):
-        return None
-    return call["name"], json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
-
-
-def _partial_call(body: str) -> tuple[str, str]:
-    """Best-effort (name, raw arguments text) from a call the token cap cut short."""
-    name = ""
-    at = body.find('"name"')
-    if at >= 0:
-        try:
-            name, _ = json.JSONDecoder().raw_decode(body[body.index(":", at) + 1 :].lstrip())
-        except (ValueError, json.JSONDecodeError):
-            name = ""
-    at = body.find('"arguments"')
-    arguments = body[body.index(":", at) + 1 :].strip() if at >= 0 and ":" in body[at:] else ""
-    return (name if isinstance(name, str) else ""), arguments
-
-
-# -- registry -------------------------------------------------------------------------
-
-
-ParserFactory = Callable[..., OutputParser]
-
-
-@dataclass(frozen=True)
-class ParserFamily:
-    """A family of templates (recognized by ``matches``) and how to build its parser."""
-
-    name: str
-    matches: Callable[[ChatCodec], bool]
-    build: ParserFactory
-
-
-_FAMILIES: list[ParserFamily] = []
-
-
-def register_parser(family: ParserFamily) -> None:
-    """Add a family; later registrations are tried first."""
-    _FAMILIES.insert(0, family)
-
-
-_PROBE_CALL = ToolCall(call_id="call_p", name="probe_tool", arguments='{"x": 1}')
-_PROBE = (
-    ChatMessage(role="user", content="Hi"),
-    ChatMessage(role="assistant", content="Ok.", reasoning="Hmm.", tool_calls=(_PROBE_CALL,)),
-)
-
-
-def _renders_hermes(codec: ChatCodec) -> bool:
-    """True when the template writes calls as <tool_call> or reasoning as <think>."""
-    try:
-        text = codec.render(_PROBE, add_generation_prompt=True)
-    except Exception:  # a template that cannot render the probe is not this family
-        return False
-    return CALL_OPEN in text or THINK_OPEN in text
-
-
-def _hermes(**kwargs: Any) -> OutputParser:
-    return TaggedOutputParser(HERMES_TAGS, **kwargs)
-
-
-def _plain(**kwargs: Any) -> OutputParser:
-    return TaggedOutputParser(PLAIN_TAGS, **kwargs)
-
-
-register_parser(ParserFamily("plain", lambda codec: True, _plain))
-register_parser(ParserFamily("hermes", _renders_hermes, _hermes))
-
-
-def family_for(codec: ChatCodec) -> ParserFamily:
-    """The first registered family whose probe matches the codec's template."""
-    return next(f for f in _FAMILIES if f.matches(codec))
-
-
-def parser_for(
-    codec: ChatCodec,
-    tools: Sequence[ToolSpec] = (),
-    *,
-    opens_reasoning: bool = False,
-    call_ids: CallIds = random_call_id,
-) -> OutputParser:
-    """A fresh parser for one generation with this codec's template."""
-    ends = tuple(dict.fromkeys((codec.eos_token, *END_OF_TURN)))
-    return family_for(codec).build(
-        tools=tools, end_tokens=ends, opens_reasoning=opens_reasoning, call_ids=call_ids
-    )

@@ -9,8 +9,19 @@ raises counts against the property, because a guess in its favour would fork wro
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
+import jinja2
+import jinja2.meta
+
+from jupyter_superfluid.chat.environment import TemplateEnvironment
+from jupyter_superfluid.chat.messages import (
+    CALL_ID_FORMS,
+    MessageForm,
+    message_dict,
+    tools_context,
+)
 from jupyter_superfluid.chat.types import ChatMessage, ToolCall, ToolSpec
 
 # Every level an OpenAI client may send; a template "lists" those it reacts to.
@@ -22,7 +33,16 @@ _NONSENSE_LEVEL = "zz-superfluid-probe"
 
 
 class Renderer(Protocol):
-    """What a probe needs: the codec's render method."""
+    """What a probe needs: the codec's render methods."""
+
+    def render_dicts(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: Mapping[str, Any] | None = None,
+        add_generation_prompt: bool = True,
+        template_kwargs: Mapping[str, Any] | None = None,
+    ) -> str: ...
 
     def render(
         self,
@@ -110,9 +130,36 @@ def _renders_differ(codec: Renderer, a: Mapping[str, Any], b: Mapping[str, Any])
     return False
 
 
-def has_thinking_switch(codec: Renderer) -> bool:
-    """True when the template renders differently with ``enable_thinking`` True and False."""
-    return _renders_differ(codec, {"enable_thinking": True}, {"enable_thinking": False})
+# The template variables that switch thinking on and off, as real templates name them.
+THINKING_SWITCHES = ("enable_thinking", "thinking")
+_REASONING_KEYS = ("reasoning_content", "reasoning", "thinking", "thought")
+
+
+def thinking_switch(codec: Renderer) -> str | None:
+    """The variable that renders differently set True and False (None: no switch)."""
+    for name in THINKING_SWITCHES:
+        if _renders_differ(codec, {name: True}, {name: False}):
+            return name
+    return None
+
+
+def reasoning_key(codec: Renderer, form: MessageForm, kwargs: Mapping[str, Any]) -> str:
+    """The message key the template shows an assistant's reasoning from."""
+    marker = "Superfluid reasoning probe."
+    for key in _REASONING_KEYS:
+        reply = {"role": "assistant", "content": "Done.", key: marker}
+        try:
+            text = codec.render_dicts(
+                [{"role": "user", "content": "Hi"}, reply],
+                tools=tools_context((), form),
+                add_generation_prompt=False,
+                template_kwargs=kwargs,
+            )
+        except Exception:  # this key is one the template trips over
+            continue
+        if marker in text:
+            return key
+    return form.reasoning_key
 
 
 def reasoning_efforts(codec: Renderer) -> tuple[str, ...]:
@@ -138,3 +185,65 @@ def supports_tools(codec: Renderer) -> bool:
     plain = _try_render(codec, messages)
     with_tools = _try_render(codec, messages, tools=PROBE_TOOLS)
     return plain is not None and with_tools is not None and plain != with_tools
+
+
+def _renders_dicts(
+    codec: Renderer, messages: Sequence[ChatMessage], form: MessageForm
+) -> str | None:
+    dicts = [message_dict(m, form) for m in messages]
+    try:
+        return codec.render_dicts(dicts, tools=tools_context(PROBE_TOOLS, form))
+    except Exception:  # this form is one the template refuses
+        return None
+
+
+def _base_form(codec: Renderer, source: str) -> MessageForm:
+    """How tools are passed: ``functions`` for templates that never read ``tools``, and
+    [] rather than None where the template loops over them unguarded."""
+    variables = template_variables(source)
+    functions = "functions" in variables and "tools" not in variables
+    user = [{"role": "user", "content": "Hi"}]
+    for empty in (False, True):
+        form = MessageForm(empty_tools=empty, functions_variable=functions)
+        try:
+            codec.render_dicts(user, tools=tools_context((), form))
+            return form
+        except Exception:  # try passing no tools the other way
+            continue
+    return MessageForm(functions_variable=functions)
+
+
+def has_system_role(codec: Renderer, form: MessageForm) -> bool:
+    """True when a leading system message renders (its text appears in the prompt)."""
+    marker = "Superfluid system probe."
+    messages = [{"role": "system", "content": marker}, {"role": "user", "content": "Hi"}]
+    try:
+        return marker in codec.render_dicts(messages, tools=tools_context((), form))
+    except Exception:  # the template refuses system messages
+        return False
+
+
+def message_form(codec: Renderer, source: str) -> MessageForm:
+    """The form the template takes messages in: system role, call id shape, argument form.
+
+    A form is tried on a conversation with a tool call and its result; the first one
+    the template renders wins (object arguments before strings, any id before shaped).
+    """
+    base = _base_form(codec, source)
+    base = replace(base, system_role=has_system_role(codec, base))
+    call = ChatMessage("assistant", tool_calls=(_CALL,))
+    conversation = (_USER, call, ChatMessage("tool", "18 C", tool_call_id=_CALL.call_id))
+    for object_arguments in (True, False):
+        for ids in CALL_ID_FORMS:
+            form = replace(base, call_ids=ids, object_arguments=object_arguments)
+            if _renders_dicts(codec, conversation, form) is not None:
+                return form
+    return base
+
+
+def template_variables(source: str) -> frozenset[str]:
+    """The variables a template reads from its context (as Jinja's analysis finds them)."""
+    try:
+        return frozenset(jinja2.meta.find_undeclared_variables(TemplateEnvironment().parse(source)))
+    except jinja2.TemplateError:
+        return frozenset()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..engine.base import SamplingParams
 from ..errors import InvalidRequest
-from . import grammars
+from .codec import ChatCodec
 from .types import ChatRequest, ChatSampling, ToolSpec
 
 DEFAULT_TEMPERATURE = 0.8
@@ -12,19 +12,20 @@ DEFAULT_TOP_P = 0.95
 
 
 def grammar_for(
-    request: ChatRequest, tools: tuple[ToolSpec, ...], *, opens_reasoning: bool
+    request: ChatRequest, tools: tuple[ToolSpec, ...], codec: ChatCodec, *, opens_reasoning: bool
 ) -> str | None:
-    """The GBNF that forces a tool call or a JSON format, or None for free text."""
+    """The GBNF that forces a tool call (as the template writes calls) or a JSON format,
+    or None for free text."""
     choice = request.tool_choice
     fmt = request.output_format
     try:
         if tools and choice.mode in ("required", "function"):
             only = choice.name if choice.mode == "function" else None
-            return grammars.tool_call_grammar(tools, only=only, reasoning=opens_reasoning)
+            return codec.call_grammar(tools, only=only, opens_reasoning=opens_reasoning)
         if fmt.type == "json_schema" and fmt.schema is not None:
-            return grammars.json_schema_grammar(fmt.schema, reasoning=opens_reasoning)
+            return codec.json_grammar(fmt.schema, opens_reasoning=opens_reasoning)
         if fmt.type == "json_object":
-            return grammars.json_object_grammar(reasoning=opens_reasoning)
+            return codec.json_grammar(None, opens_reasoning=opens_reasoning)
     except Exception as err:  # the converter's own errors on schemas it cannot handle
         param = "tools" if tools and choice.mode in ("required", "function") else fmt.param
         raise InvalidRequest(

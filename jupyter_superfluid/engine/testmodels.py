@@ -3,10 +3,15 @@
 The built-in test models (``superfluid/tiny-chatml``, ``superfluid/tiny-qwen3``)
 are ``llama``-architecture models with seeded random weights and a byte-level
 BPE (``gpt2``) vocabulary: the 256 GPT-2 byte tokens, a few merges (llama.cpp
-refuses a ``gpt2`` tokenizer without merges) and the ChatML/Qwen special
-tokens as control tokens. Same inputs give a byte-identical file, so a cache of
-built models never goes stale silently (the file name carries a hash of the
-inputs).
+refuses a ``gpt2`` tokenizer without merges) and the ChatML/Qwen special tokens as
+control tokens. A model built for another chat template (``Vocab``) also gets that
+template's own markers as control tokens (``<|start_header_id|>``, ``[TOOL_CALLS]``,
+``<turn|>``…), so they are single tokens as in the real models, its end-of-turn
+markers as the end-of-generation tokens, and ``<s>``/``</s>``/``<unk>``: llama.cpp
+looks those up by text for models whose name says Phi-3, and without them failed to
+load the vocabulary ("unordered_map::at"). Same inputs give a byte-identical file,
+so a cache of built models never goes stale silently (the file name carries a hash of
+the inputs).
 
 A constant "bias channel" (residual channel 0) is set in every token
 embedding and never written by attention or the MLP; the output row of
@@ -22,7 +27,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -77,8 +82,21 @@ def bytes_to_unicode() -> dict[int, str]:
     return mapping
 
 
-def vocabulary() -> tuple[list[str], list[int], list[str]]:
-    """The tiny models' tokens, token types and merges (same for every model)."""
+# Looked up by text by llama.cpp's vocabulary loader for some model names (Phi-3).
+_ALWAYS_SPECIAL = ("<s>", "</s>", "<unk>")
+
+
+def special_tokens_of(extra: Sequence[str] = ()) -> list[str]:
+    """The control tokens of a tiny model: the built-in ones, then (for a model of another
+    template) ``<s>``, ``</s>``, ``<unk>`` and ``extra``."""
+    wanted = [t for t in extra if t and t not in SPECIAL_TOKENS]
+    if not wanted:
+        return list(SPECIAL_TOKENS)
+    return list(dict.fromkeys((*SPECIAL_TOKENS, *_ALWAYS_SPECIAL, *wanted)))
+
+
+def vocabulary(extra: Sequence[str] = ()) -> tuple[list[str], list[int], list[str]]:
+    """The tiny models' tokens, token types and merges (``extra`` control tokens last)."""
     byte_map = bytes_to_unicode()
     tokens = [byte_map[b] for b in range(256)]
     types = [int(gguf.TokenType.NORMAL)] * 256
@@ -87,7 +105,9 @@ def vocabulary() -> tuple[list[str], list[int], list[str]]:
         merges.append(f"{left} {right}")
         tokens.append(left + right)
         types.append(int(gguf.TokenType.NORMAL))
-    for special in SPECIAL_TOKENS:
+    for special in special_tokens_of(extra):
+        if special in tokens:
+            continue
         tokens.append(special)
         types.append(int(gguf.TokenType.CONTROL))
     return tokens, types, merges
@@ -107,7 +127,21 @@ class ModelShape:
     f16: bool = False
 
 
-def _wire_bias_channel(out: np.ndarray, eos_id: int) -> None:
+@dataclass(frozen=True)
+class Vocab:
+    """A tiny model's vocabulary: extra control tokens, and which ones end a generation."""
+
+    special_tokens: tuple[str, ...] = ()
+    eos_token: str = EOS_TOKEN
+    eog_tokens: tuple[str, ...] = ()  # up to two more end-of-generation tokens (eot, eom)
+
+    @property
+    def tokens(self) -> tuple[list[str], list[int], list[str]]:
+        """(tokens, token types, merges)."""
+        return vocabulary((*self.special_tokens, self.eos_token, *self.eog_tokens))
+
+
+def _wire_bias_channel(out: np.ndarray, eos_id: int, n_special: int) -> None:
     """Make output column 0 (the constant channel) a steady per-token logit offset.
 
     A boost for <|im_end|> (answers end by themselves) and printable ASCII
@@ -115,7 +149,6 @@ def _wire_bias_channel(out: np.ndarray, eos_id: int) -> None:
     rarely emits them unprompted).
     """
     n_vocab, d = out.shape
-    n_special = len(SPECIAL_TOKENS)
     # After RMS norm, channel 0 is about value/rms of the embedding row.
     unit = np.sqrt(1.0 + _BIAS_CHANNEL_VALUE**2 / d) / _BIAS_CHANNEL_VALUE
     out[:, 0] = 0.0
@@ -125,7 +158,9 @@ def _wire_bias_channel(out: np.ndarray, eos_id: int) -> None:
     out[eos_id, 0] = _EOS_BIAS * unit
 
 
-def _weights(shape: ModelShape, n_vocab: int, eos_id: int) -> list[tuple[str, np.ndarray]]:
+def _weights(
+    shape: ModelShape, n_vocab: int, eos_id: int, n_special: int
+) -> list[tuple[str, np.ndarray]]:
     """Seeded random tensors, numpy shapes (rows=outputs, cols=inputs)."""
     rng = np.random.default_rng(shape.seed)
     d = shape.n_embd
@@ -140,7 +175,7 @@ def _weights(shape: ModelShape, n_vocab: int, eos_id: int) -> list[tuple[str, np
     embd = mat(n_vocab, d, 1.0)
     embd[:, 0] = _BIAS_CHANNEL_VALUE  # the constant bias channel
     out = mat(n_vocab, d, _LOGIT_SCALE / np.sqrt(d))
-    _wire_bias_channel(out, eos_id)
+    _wire_bias_channel(out, eos_id, n_special)
     tensors = [("token_embd.weight", embd)]
     for i in range(shape.n_layer):
         blk = f"blk.{i}."
@@ -166,9 +201,11 @@ def _weights(shape: ModelShape, n_vocab: int, eos_id: int) -> list[tuple[str, np
     return tensors
 
 
-def _write_metadata(w: gguf.GGUFWriter, shape: ModelShape, chat_template: str, name: str) -> None:
+def _write_metadata(
+    w: gguf.GGUFWriter, shape: ModelShape, chat_template: str, name: str, vocab: Vocab
+) -> None:
     """Hyperparameters and tokenizer keys."""
-    tokens, types, merges = vocabulary()
+    tokens, types, merges = vocab.tokens
     w.add_name(name)
     w.add_file_type(int(gguf.LlamaFileType.MOSTLY_F16 if shape.f16 else gguf.LlamaFileType.ALL_F32))
     w.add_context_length(shape.context_length)
@@ -187,7 +224,12 @@ def _write_metadata(w: gguf.GGUFWriter, shape: ModelShape, chat_template: str, n
     w.add_token_types(types)
     w.add_token_merges(merges)
     w.add_bos_token_id(tokens.index(BOS_TOKEN))
-    w.add_eos_token_id(tokens.index(EOS_TOKEN))
+    w.add_eos_token_id(tokens.index(vocab.eos_token))
+    others = [t for t in vocab.eog_tokens if t != vocab.eos_token]
+    if others:
+        w.add_eot_token_id(tokens.index(others[0]))
+    if len(others) > 1:
+        w.add_eom_token_id(tokens.index(others[1]))
     w.add_pad_token_id(tokens.index(BOS_TOKEN))
     w.add_add_bos_token(False)
     w.add_chat_template(chat_template)
@@ -206,16 +248,20 @@ def build_model(
     seed: int = 0,
     f16: bool = False,
     name: str = "superfluid-tiny",
+    vocab: Vocab | None = None,
 ) -> Path:
     """Write a deterministic random ``llama`` GGUF model to ``path``; return the path."""
     shape = ModelShape(n_layer, n_embd, n_head, n_head_kv, n_ff, context_length, seed, f16)
     if n_embd % n_head or n_head % (n_head_kv or n_head):
         raise ValueError("n_embd must divide by n_head, and n_head by n_head_kv")
-    tokens, _, _ = vocabulary()
+    vocab = vocab or Vocab()
+    tokens, types, _ = vocab.tokens
+    n_special = sum(t == int(gguf.TokenType.CONTROL) for t in types)
     path = Path(path)
     writer = gguf.GGUFWriter(path, "llama")
-    _write_metadata(writer, shape, chat_template, name)
-    for tensor_name, tensor in _weights(shape, len(tokens), tokens.index(EOS_TOKEN)):
+    _write_metadata(writer, shape, chat_template, name, vocab)
+    eos = tokens.index(vocab.eos_token)
+    for tensor_name, tensor in _weights(shape, len(tokens), eos, n_special):
         writer.add_tensor(tensor_name, tensor)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..chat.codec import ChatCodec
+from ..chat.environment import TemplateRefusal
 from ..chat.types import ChatMessage, ToolSpec
 from ..engine.base import MediaRef
 from .media import describe, gather
@@ -209,7 +210,10 @@ class PromptBuilder:
         if not per_message or not eos:
             return []
         probe = ChatMessage("assistant", _PROBE)
-        full = self.render((*prompt.messages, probe), tools, kwargs, generation=False)
+        try:
+            full = self.render((*prompt.messages, probe), tools, kwargs, generation=False)
+        except TemplateRefusal:
+            return []
         tail = full[full.find(_PROBE) + len(_PROBE) :] if _PROBE in full else ""
         return self.tokenize(tail[len(eos) :]) if tail.startswith(eos) and tail != eos else []
 
@@ -226,7 +230,10 @@ class PromptBuilder:
         rendering; None when the generated text is not that rendering's prefix."""
         if not prompt.forkable:
             return None
-        full = self.render((*prompt.messages, assistant), tools, kwargs, generation=False)
+        try:
+            full = self.render((*prompt.messages, assistant), tools, kwargs, generation=False)
+        except TemplateRefusal:  # the reply is one the template will not render back
+            return None
         spoken = prompt.text + generated_text
         if not full.startswith(spoken):
             return None

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..chat.codec import ChatCodec
-from ..chat.parsers import parser_for
+from ..chat.environment import TemplateRefusal
 from ..chat.sampling import grammar_for, sampling_for
 from ..chat.stops import StopFilter
 from ..chat.types import (
@@ -128,8 +128,10 @@ class ChatService:
             )
         except EngineUnavailableError as err:  # the engine process is restarting
             raise EngineUnavailable(str(err), code=err.code) from err
+        except TemplateRefusal as err:
+            raise InvalidRequest(str(err), param="input", code="template_refused") from err
         opens = codec.generation_opens_reasoning(kwargs)
-        grammar = grammar_for(request, tools, opens_reasoning=opens)
+        grammar = grammar_for(request, tools, codec, opens_reasoning=opens)
         context = model.engine.info.context_size
         if len(prompt.tokens) >= context:
             raise ContextLengthExceeded(
@@ -200,7 +202,7 @@ class ChatService:
 
         Closing this iterator early cancels the generation at the next token.
         """
-        parser = parser_for(turn.codec, turn.tools, opens_reasoning=turn.opens_reasoning)
+        parser = turn.codec.output_parser(turn.tools, opens_reasoning=turn.opens_reasoning)
         stops = StopFilter(turn.request.sampling.stop)
         result = turn.result
         prompt_tokens = cached = 0

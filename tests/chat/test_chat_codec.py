@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import jinja2
 import pytest
 
-from jupyter_superfluid.chat.codec import ChatCodec, RenderSplit, message_dict, tool_dict
+from jupyter_superfluid.chat.codec import ChatCodec
+from jupyter_superfluid.chat.environment import TemplateRefusal
+from jupyter_superfluid.chat.messages import message_dict, tool_dict
 from jupyter_superfluid.chat.types import ChatMessage, ToolCall, ToolSpec
 from jupyter_superfluid.engine.tiny_templates import CHATML, QWEN3
 
@@ -124,7 +125,7 @@ def test_environment_matches_hf_helpers() -> None:
     text = codec.render([ChatMessage(role="user", content="é<b>")], add_generation_prompt=False)
     # Non-ASCII kept and no HTML escaping, as HF's tojson does.
     assert text == '{"role": "user", "content": "é<b>"}|True|4'
-    with pytest.raises(jinja2.TemplateError, match="only one"):
+    with pytest.raises(TemplateRefusal, match="only one"):
         codec.render([USER, USER])
 
 
@@ -197,30 +198,3 @@ def test_generation_opens_reasoning(chatml: ChatCodec, qwen3: ChatCodec) -> None
     assert qwen3.generation_opens_reasoning({"enable_thinking": True}) is True
     assert qwen3.generation_opens_reasoning({"enable_thinking": False}) is False
     assert chatml.generation_opens_reasoning() is False
-
-
-def test_split_cuts_a_per_message_render(chatml: ChatCodec) -> None:
-    messages = [SYSTEM, USER]
-    split = chatml.split(messages)
-    assert split == RenderSplit(
-        head="",
-        messages=("<|im_start|>system\nBe terse.<|im_end|>\n", "<|im_start|>user\nHi<|im_end|>\n"),
-        generation_prompt="<|im_start|>assistant\n",
-    )
-    assert split.head + "".join(split.messages) + split.generation_prompt == chatml.render(messages)
-
-
-def test_split_refuses_a_template_that_rewrites_earlier_turns(qwen3: ChatCodec) -> None:
-    reply = ChatMessage(role="assistant", content="Hello.", reasoning="Greet back.")
-    with pytest.raises(ValueError, match="rewrites"):
-        qwen3.split([USER, reply, USER])
-
-
-def test_render_turn_tail(chatml: ChatCodec, qwen3: ChatCodec) -> None:
-    reply = ChatMessage(role="assistant", content="Hello.")
-    assert chatml.render_turn_tail([USER], reply, "Hello.") == "<|im_end|>\n"
-    assert chatml.render_turn_tail([USER], reply, "Hello.<|im_end|>") == "\n"
-    assert chatml.render_turn_tail([USER], reply, "Other") is None
-    thought = ChatMessage(role="assistant", content="Hello.", reasoning="Greet.")
-    generated = "Greet.\n</think>\n\nHello.<|im_end|>"
-    assert qwen3.render_turn_tail([USER], thought, generated) == "\n"

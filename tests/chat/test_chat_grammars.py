@@ -6,14 +6,16 @@ import json
 
 import pytest
 
+from jupyter_superfluid.chat.call_grammars import tool_call_grammar
+from jupyter_superfluid.chat.codec import ChatCodec
 from jupyter_superfluid.chat.grammars import (
+    THINK,
     gbnf_literal,
     json_object_grammar,
     json_schema_grammar,
-    tool_call_grammar,
 )
-from jupyter_superfluid.chat.parsers import TaggedOutputParser
 from jupyter_superfluid.chat.types import ItemDone, OutputItem, ToolSpec
+from jupyter_superfluid.engine.tiny_templates import QWEN3
 
 # Every keyword the converter must handle. Properties come out in schema order, the
 # required ones first, as llama.cpp's converter writes objects.
@@ -145,8 +147,8 @@ def test_reasoning_prefix_is_bounded_and_tag_free(grammar_checker) -> None:
     assert not grammar_checker.matches(grammar, "x" * 257 + "</think>\n\n" + PARIS)
     assert not grammar_checker.matches(grammar, "a <b>\n</think>\n\n" + PARIS)
     assert not grammar_checker.matches(grammar, PARIS)  # the open <think> must be closed
-    assert grammar_checker.matches(json_object_grammar(reasoning=True), '</think>\n\n{"a": 1}')
-    schema_grammar = json_schema_grammar(SCHEMA, reasoning=True)
+    assert grammar_checker.matches(json_object_grammar(reasoning=THINK), '</think>\n\n{"a": 1}')
+    schema_grammar = json_schema_grammar(SCHEMA, reasoning=THINK)
     assert grammar_checker.matches(schema_grammar, "ok\n</think>\n\n" + json.dumps(VALID))
     assert not grammar_checker.matches(schema_grammar, json.dumps(VALID))
 
@@ -155,7 +157,8 @@ def test_forced_outputs_parse_back_into_items(grammar_checker) -> None:
     grammar = tool_call_grammar(TOOLS, reasoning=True)
     output = "Check Oslo.\n</think>\n\n" + OSLO
     assert grammar_checker.matches(grammar, output)
-    parser = TaggedOutputParser(tools=TOOLS, opens_reasoning=True, call_ids=lambda i: "call_x")
+    codec = ChatCodec(QWEN3, eos_token="<|im_end|>")
+    parser = codec.output_parser(TOOLS, opens_reasoning=True, call_ids=lambda i: "call_x")
     events = parser.feed(output) + parser.finish()
     done = [e.item for e in events if isinstance(e, ItemDone)]
     assert done == [

@@ -1,4 +1,8 @@
-"""Output parsers: whole event sequences for streamed text, reasoning and tool calls."""
+"""Output parsers: whole event sequences for streamed text, reasoning and tool calls.
+
+These run the parser of the tiny Qwen3 template's derived syntax (Hermes ``<tool_call>``
+JSON, ``<think>`` reasoning); ``test_chat_families.py`` has every other family.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from collections.abc import Iterable
 import pytest
 
 from jupyter_superfluid.chat.codec import ChatCodec
-from jupyter_superfluid.chat.parsers import TaggedOutputParser, family_for, parser_for
+from jupyter_superfluid.chat.parsers import OutputParser
 from jupyter_superfluid.chat.types import (
     ChatEvent,
     ItemDone,
@@ -25,8 +29,11 @@ def call_id(index: int) -> str:
     return f"call_{index}"
 
 
-def hermes(opens_reasoning: bool = False) -> TaggedOutputParser:
-    return TaggedOutputParser(tools=TOOLS, opens_reasoning=opens_reasoning, call_ids=call_id)
+QWEN3_CODEC = ChatCodec(QWEN3, eos_token="<|im_end|>")
+
+
+def hermes(opens_reasoning: bool = False) -> OutputParser:
+    return QWEN3_CODEC.output_parser(TOOLS, opens_reasoning=opens_reasoning, call_ids=call_id)
 
 
 def run(parser, deltas: Iterable[str], truncated: bool = False) -> list[ChatEvent]:
@@ -182,18 +189,16 @@ def test_end_of_turn_is_stripped_and_what_follows_ignored(end: str) -> None:
 
 def test_codec_eos_token_ends_the_turn() -> None:
     codec = ChatCodec(CHATML, eos_token="</s>")
-    parser = parser_for(codec)
+    parser = codec.output_parser()
     assert run(parser, ["Bye", "</", "s>", "junk"]) == message(0, "Bye")
 
 
-def test_parser_for_picks_the_family_by_what_the_template_renders() -> None:
+def test_the_parser_follows_what_the_template_renders() -> None:
     chatml, qwen3 = ChatCodec(CHATML, eos_token="<|im_end|>"), ChatCodec(QWEN3)
-    assert family_for(chatml).name == "plain"
-    assert family_for(qwen3).name == "hermes"
-    # The plain family keeps tags as text: ChatML never gave them a meaning.
+    # ChatML never gave tags a meaning: they stay text, and without tools so do calls.
     text = "<think>a</think><tool_call>{}</tool_call>"
-    assert run(parser_for(chatml), [text, "<|im_end|>"]) == message(0, text)
-    parser = parser_for(qwen3, TOOLS, opens_reasoning=True, call_ids=call_id)
+    assert run(chatml.output_parser(), [text, "<|im_end|>"]) == message(0, text)
+    parser = qwen3.output_parser(TOOLS, opens_reasoning=True, call_ids=call_id)
     assert run(parser, ["a\n</think>\n\nb"]) == [*reasoning(0, "a"), *message(1, "b")]
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import gguf
 
 from jupyter_superfluid.engine.local.llama import LlamaEngine
-from jupyter_superfluid.engine.testmodels import BUILTIN_MODELS, build_model, ensure_builtin
+from jupyter_superfluid.engine.testmodels import BUILTIN_MODELS, Vocab, build_model, ensure_builtin
 from jupyter_superfluid.engine.tiny_templates import CHATML, QWEN3, SPECIAL_TOKENS
 
 
@@ -96,5 +96,50 @@ def test_realistic_shapes_build_and_load(tmp_path: Path) -> None:
     engine = LlamaEngine.load("gqa", path, context_size=8192)
     try:
         assert engine.info.context_size == 8192
+    finally:
+        engine.close_sync()
+
+
+LLAMA3 = (
+    "{% for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n"
+    "{{ m.content }}<|eot_id|>{% endfor %}"
+    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
+)
+
+
+def test_a_template_s_markers_are_single_control_tokens(tmp_path: Path) -> None:
+    vocab = Vocab(
+        special_tokens=("<|start_header_id|>", "<|end_header_id|>", "<|python_tag|>"),
+        eos_token="<|eot_id|>",
+        eog_tokens=("<|eom_id|>",),
+    )
+    path = build_model(tmp_path / "m.gguf", chat_template=LLAMA3, vocab=vocab)
+    engine = LlamaEngine.load("llama3", path)
+    try:
+        markers = ("<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|eom_id|>")
+        ids = [engine.tokenize(m) for m in markers]
+        assert all(len(i) == 1 for i in ids)
+        assert engine.info.eos_token == "<|eot_id|>"
+        # The end of turn and the end of a call's message both end a generation.
+        assert {ids[2][0], ids[3][0]} <= set(engine.info.eog_token_ids)
+        assert ids[0][0] not in engine.info.eog_token_ids
+        assert engine.detokenize(ids[0]) == "<|start_header_id|>"
+    finally:
+        engine.close_sync()
+
+
+def test_a_model_named_phi_3_loads(tmp_path: Path) -> None:
+    # llama.cpp looks up <s>, </s>, <unk> and <|endoftext|> by text for models whose
+    # name says phi-3 (llama-vocab.cpp); without them it failed "unordered_map::at".
+    vocab = Vocab(special_tokens=("<|user|>", "<|assistant|>"), eos_token="<|end|>")
+    path = build_model(
+        tmp_path / "phi.gguf",
+        chat_template=CHATML,
+        vocab=vocab,
+        name="microsoft-Phi-3.5-mini-instruct",
+    )
+    engine = LlamaEngine.load("phi", path)
+    try:
+        assert engine.info.eos_token == "<|end|>"
     finally:
         engine.close_sync()
