@@ -25,6 +25,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from typing import Any
 
 from ..base import EngineEvent, GenerationFinished
@@ -35,6 +36,7 @@ from . import wire
 log = logging.getLogger("jupyter_superfluid.engine.process")
 
 PR_SET_PDEATHSIG = 1
+STATS_EVERY_S = 0.05
 
 
 class EngineServer:
@@ -48,6 +50,8 @@ class EngineServer:
         self._sequences: dict[int, Sequence] = {}
         self._outbox: list[tuple[Any, ...]] = []
         self._stats: dict[str, int] | None = None
+        self._stats_due = True
+        self._stats_at = 0.0
         self._lock = threading.Lock()  # the outbox and writes on the control socket
 
     # -- events: buffered per step, one frame per step -------------------------
@@ -60,19 +64,28 @@ class EngineServer:
                 self._outbox.append(wire.event_to_wire(rid, event))
             if isinstance(event, GenerationFinished):
                 self._sequences.pop(rid, None)
+                self._stats_due = True  # a finished generation's counters go with its end
             return True
 
         return emit
 
     def flush(self) -> None:
-        """Send what the last step produced, with the counters if they moved."""
+        """Send what the last step produced, with the counters when they are due and moved.
+
+        Counters go with a generation's end, and otherwise at most every
+        ``STATS_EVERY_S`` (they cost more than a step's events).
+        """
         with self._lock:
             events, self._outbox = self._outbox, []
-            stats = self.engine.stats() if self.engine is not None else None
-            if stats == self._stats:
-                stats = None
-            else:
-                self._stats = stats
+            stats = None
+            now = time.monotonic()
+            if self.engine is not None and (self._stats_due or now >= self._stats_at):
+                stats = self.engine.stats()
+                self._stats_due, self._stats_at = False, now + STATS_EVERY_S
+                if stats == self._stats:
+                    stats = None
+                else:
+                    self._stats = stats
             if events or stats:
                 self._send(("ev", events, stats))
 

@@ -78,15 +78,18 @@ class Stream:
             self.waiter = None
 
 
-class _Control(asyncio.Protocol):
-    """The event loop's end of the control socket."""
+class _Control(asyncio.BufferedProtocol):
+    """The event loop's end of the control socket (read into one buffer, no copies)."""
 
     def __init__(self, owner: EngineProcess) -> None:
         self.owner = owner
-        self.frames = wire.FrameBuffer()
+        self.frames = wire.FrameReader()
 
-    def data_received(self, data: bytes) -> None:
-        for message in self.frames.feed(data):
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.frames.space()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        for message in self.frames.advance(nbytes):
             self.owner.on_message(message)
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -58,30 +58,43 @@ def frame(message: tuple[Any, ...]) -> bytes:
     return HEADER.pack(len(payload)) + payload
 
 
-class FrameBuffer:
-    """Reassembles messages from a byte stream (the server's non-blocking reader)."""
+class FrameReader:
+    """Reassembles messages in place from a byte stream read into its buffer.
 
-    def __init__(self) -> None:
-        self._buf = bytearray()
+    For asyncio's buffered protocols: ``space()`` is where the next read goes
+    (``recv_into``: no allocation per read), ``advance(n)`` parses what is complete.
+    """
 
-    def feed(self, data: bytes) -> list[Any]:
-        """Every message completed by ``data``."""
-        buf = self._buf
-        buf += data
+    def __init__(self, size: int = 1 << 16) -> None:
+        self._buf = bytearray(size)
+        self._end = 0  # bytes held, from the start of the buffer
+
+    def space(self) -> memoryview:
+        """The free part of the buffer (grown when a frame needs more room)."""
+        if self._end == len(self._buf):
+            grown = bytearray(2 * len(self._buf))
+            grown[: self._end] = self._buf
+            self._buf = grown
+        return memoryview(self._buf)[self._end :]
+
+    def advance(self, nbytes: int) -> list[Any]:
+        """Every message completed by ``nbytes`` more bytes in the buffer."""
+        buf, end = self._buf, self._end + nbytes
         out: list[Any] = []
         start = 0
         with memoryview(buf) as view:
-            while len(buf) - start >= HEADER.size:
+            while end - start >= HEADER.size:
                 (size,) = HEADER.unpack_from(buf, start)
                 if size > MAX_FRAME:
                     raise EngineError(f"engine process sent a frame of {size} bytes")
-                end = start + HEADER.size + size
-                if len(buf) < end:
+                stop = start + HEADER.size + size
+                if end < stop:
                     break
-                out.append(marshal.loads(view[start + HEADER.size : end]))
-                start = end
-        if start:
-            del buf[:start]
+                out.append(marshal.loads(view[start + HEADER.size : stop]))
+                start = stop
+            if start:  # keep the incomplete rest at the front (same size: no resize)
+                view[: end - start] = view[start:end]
+        self._end = end - start
         return out
 
 
