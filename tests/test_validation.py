@@ -208,20 +208,31 @@ def test_schemas_that_are_not_or_too_big_are_400(standalone, schema, path, wrap,
     )
 
 
-def test_a_grammar_the_engine_refuses_is_400_naming_the_field(sf_model_cache, tmp_path):
+@pytest.mark.parametrize("isolation", ["process", "thread"])
+def test_a_grammar_the_engine_refuses_is_400_naming_the_field(sf_model_cache, tmp_path, isolation):
     # Past the edge's checks (built here directly), llama.cpp's grammar parser refuses a
-    # string of up to 1400 characters; the chat path answers that as the field's 400.
+    # string of up to 1400 characters; the chat path answers that as the field's 400,
+    # whether the engine runs in a thread or in an engine process (which refuses it
+    # at the first event rather than at the call).
     import asyncio
 
     from jupyter_superfluid.chat.types import ChatMessage, ChatRequest, OutputFormat
+    from jupyter_superfluid.engine.launch import launcher_for
     from jupyter_superfluid.engine.registry import ModelRegistry
     from jupyter_superfluid.errors import InvalidRequest
+    from jupyter_superfluid.generation.model_lifecycle import ModelLifecycle
     from jupyter_superfluid.generation.models import ModelHub
     from jupyter_superfluid.generation.service import ChatService
     from jupyter_superfluid.sessions import Store
 
     async def run() -> InvalidRequest:
-        hub = ModelHub(ModelRegistry([CHATML], cache_dir=sf_model_cache, context_size=512))
+        registry = ModelRegistry(
+            [CHATML],
+            cache_dir=sf_model_cache,
+            context_size=512,
+            launcher=launcher_for(isolation),
+        )
+        hub = ModelHub(ModelLifecycle(registry))
         store = Store(tmp_path)
         chat = ChatService(hub, store)
         schema = {"type": "string", "maxLength": 1400}

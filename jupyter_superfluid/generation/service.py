@@ -14,7 +14,7 @@ import functools
 import logging
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from ..chat.codec import ChatCodec
 from ..chat.environment import TemplateRefusal
@@ -209,18 +209,8 @@ class ChatService:
         reason = "stop"
         try:
             stream = turn.engine.generate(turn.generate)
-        except EngineUnavailableError as err:
-            raise EngineUnavailable(str(err), code=err.code) from err
-        except ContextOverflowError as err:
-            raise ContextLengthExceeded(str(err), param="input") from err
         except EngineError as err:
-            if turn.generate.sampling.grammar is None:
-                raise
-            # The engine could not compile the grammar a schema became (too complex).
-            param = grammar_param(turn)
-            raise InvalidRequest(
-                f"{param}: the JSON schema cannot be enforced: {err}", param=param
-            ) from err
+            raise_refusal(turn, err)
         try:
             async for event in stream:
                 if isinstance(event, PromptEvaluated):
@@ -242,10 +232,10 @@ class ChatService:
                     reason, result.counted = event.reason, event.completion_tokens
                     if event.reason == "error":
                         result.reason, result.code = event.error, event.code
-        except ContextOverflowError as err:
-            raise ContextLengthExceeded(str(err), param="input") from err
-        except EngineUnavailableError as err:  # refused before its first event
-            raise EngineUnavailable(str(err), code=err.code) from err
+        except EngineError as err:  # an engine process refuses at the first event, not the call
+            if prompt_tokens or result.generated:
+                raise
+            raise_refusal(turn, err)
         finally:
             await stream.aclose()
         for out in stops.apply(parser.finish(truncated=reason == "length"), final=True):
@@ -370,6 +360,21 @@ def _check_logit_bias(request: ChatRequest, n_vocab: int) -> None:
             raise InvalidRequest(
                 "logit_bias values must be between -100 and 100", param="logit_bias"
             )
+
+
+def raise_refusal(turn: Turn, err: EngineError) -> NoReturn:
+    """Raise the client error of a generation the engine refused before it began."""
+    if isinstance(err, EngineUnavailableError):
+        raise EngineUnavailable(str(err), code=err.code) from err
+    if isinstance(err, ContextOverflowError):
+        raise ContextLengthExceeded(str(err), param="input") from err
+    if turn.generate.sampling.grammar is None:
+        raise err
+    # The engine could not compile the grammar a schema became (too complex).
+    param = grammar_param(turn)
+    raise InvalidRequest(
+        f"{param}: the JSON schema cannot be enforced: {err}", param=param
+    ) from err
 
 
 def grammar_param(turn: Turn) -> str:
