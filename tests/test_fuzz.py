@@ -26,7 +26,7 @@ from jupyter_superfluid.pytest_plugin import StandaloneServer, start_standalone
 CHATML = "superfluid/tiny-chatml"
 QWEN = "superfluid/tiny-qwen3"
 SEED = 20261201
-ROUNDS = 3000
+ROUNDS = 10000
 DEEP = 200
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..chat.types import ChatEvent, ItemDone, ItemStarted, TextDelta, Usage
 from ..errors import APIError, generation_error
-from ..generation.lifecycle import StoredResponse, call_id, item_id, output_item
+from ..generation.stored import StoredResponse, call_id, item_id, output_item
 from .problems import problem
 
 Stamped = tuple[int | None, str, dict[str, Any]]  # (SSE id, event name, data)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..chat.types import ChatEvent, ItemDone, ItemStarted, TextDelta
-from ..generation.lifecycle import StoredResponse, call_id, item_id, output_item
+from ..generation.stored import StoredResponse, call_id, item_id, output_item
 from .stored import response_body
 
 Event = dict[str, Any]

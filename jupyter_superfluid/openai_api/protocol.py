@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, Strict
 
-from ..generation.items import (
+from ..generation.wire import (
     NAME,
     AudioData,
     InputItems,

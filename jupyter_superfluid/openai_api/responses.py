@@ -13,7 +13,6 @@ from typing import Any
 from ..chat.types import ChatRequest, ChatSampling
 from ..errors import APIError, InvalidRequest, UnsupportedParameter
 from ..generation.items import (
-    FunctionTool,
     dump_items,
     normalize_input,
     to_messages,
@@ -22,6 +21,7 @@ from ..generation.items import (
     to_tools,
 )
 from ..generation.lifecycle import PreparedTurn, SilentEncoder, StoredTurns
+from ..generation.wire import FunctionTool
 from ..web.auth import Principal
 from ..web.sse import SSE
 from .events import ResponsesEncoder

@@ -14,7 +14,7 @@ from jupyter_superfluid.chat.types import (
     Usage,
 )
 from jupyter_superfluid.errors import Unauthorized, UnsupportedCapability
-from jupyter_superfluid.generation.lifecycle import StoredResponse
+from jupyter_superfluid.generation.stored import StoredResponse
 from jupyter_superfluid.lmsp import capabilities
 from jupyter_superfluid.lmsp.events import LmspEncoder
 from jupyter_superfluid.lmsp.problems import problem
