@@ -26,6 +26,7 @@ from .generation.served_set import served_specs
 from .generation.service import ChatService
 from .lmsp import handlers as lmsp_handlers
 from .lmsp.service import Lmsp
+from .models_api import handlers as models_api_handlers
 from .openai_api import handlers as openai_handlers
 from .openai_api import responses_handlers
 from .openai_api.chat_completions import ChatCompletions
@@ -82,6 +83,7 @@ class Composition:
             *openai_handlers.routes(models=self.models, chat_completions=self.chat_completions),
             *responses_handlers.routes(responses=self.responses),
             *lmsp_handlers.routes(lmsp=self.lmsp),
+            *models_api_handlers.routes(models=self.models),
         ]
 
     def routes(self) -> list[Route]:

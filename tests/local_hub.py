@@ -249,8 +249,10 @@ def _handler(state: _State) -> type[BaseHTTPRequestHandler]:
                     offset = end
             except OSError:
                 pass  # the client went away, or kill() dropped the connection
-            if state.killed.is_set():
+            if state.killed.is_set():  # drop it from this side too, as a crash would
                 self.close_connection = True
+                with contextlib.suppress(OSError):
+                    self.connection.shutdown(socket.SHUT_RDWR)
 
         def _empty(self, status: int, headers: dict[str, str] | None = None) -> None:
             self.send_response(status)

@@ -33,6 +33,12 @@ ROUTES = [
     ("GET", "/lmsp/v1/tasks/task_x", "tasks:read"),
     ("GET", "/lmsp/v1/tasks/task_x/events", "tasks:read"),
     ("POST", "/lmsp/v1/tasks/task_x/cancel", "tasks:write"),
+    ("GET", "/superfluid/v1/models", "models:read"),
+    ("GET", f"/superfluid/v1/models/{CHATML}", "models:read"),
+    ("POST", "/superfluid/v1/models", "models:write"),
+    ("POST", "/superfluid/v1/models/nope/load", "models:write"),
+    ("POST", "/superfluid/v1/models/nope/unload", "models:write"),
+    ("DELETE", "/superfluid/v1/models/nope", "models:write"),
 ]
 OPEN_ROUTES = [("GET", "/lmsp/v1"), ("GET", "/v1/openapi.json")]
 
@@ -90,3 +96,26 @@ def test_a_reader_cannot_create_stream_or_delete(scoped):
     # The writer may delete what it made, but not read it back.
     assert httpx.get(f"{scoped}/v1/responses/{rid}", headers=writer).status_code == 403
     assert httpx.delete(f"{scoped}/v1/responses/{rid}", headers=writer).status_code == 200
+
+
+def test_managing_models_is_granted_by_name_only(sf_model_cache: Path, tmp_path: Path) -> None:
+    """A policy key that lists no scopes holds every scope but models:write."""
+    policy = tmp_path / "keys.json"
+    keys = [{"name": "plain", "key": "sk-plain"}, {"name": "admin", "key": "sk-admin"}]
+    keys[1]["scopes"] = ["models:read", "models:write"]  # type: ignore[assignment]
+    policy.write_text(json.dumps({"keys": keys}))
+    server = start_standalone(sf_model_cache, tmp_path, f"--key-policy={policy}")
+    try:
+        url = server.url + "/superfluid/v1/models"
+        plain, admin = ({"Authorization": f"Bearer {k}"} for k in ("sk-plain", "sk-admin"))
+        assert httpx.get(url, headers=plain, timeout=30).status_code == 200
+        body = {"spec": "extra=superfluid/tiny-qwen3"}
+        refused = httpx.post(url, json=body, headers=plain, timeout=30)
+        assert refused.status_code == 403
+        assert refused.json()["error"]["code"] == "insufficient_scope"
+        assert "models:write" in refused.json()["error"]["message"]
+        assert httpx.post(url, json=body, headers=admin, timeout=30).status_code == 201
+        anyone = httpx.get(url, timeout=30)
+        assert anyone.status_code == 401  # keys are configured: no key, no access
+    finally:
+        server.stop()

@@ -346,12 +346,12 @@ class HubDownload:
             self._emit()
 
     def _tick(self, stop: threading.Event) -> None:
-        """Tell pending progress every ``interval_s``, and the rate every few seconds."""
-        while not stop.wait(max(self.interval_s, 0.05)):
+        """Tell pending progress once ``interval_s`` has passed, and the rate every few seconds."""
+        while not stop.wait(max(self.interval_s / 2, 0.02)):
             with self._lock:
-                stale = time.monotonic() - self._last_report >= HEARTBEAT_S
+                since = time.monotonic() - self._last_report
                 pending = self._pending
-            if pending or stale:
+            if (pending and since >= self.interval_s) or since >= HEARTBEAT_S:
                 self._emit()
 
     def _emit(self) -> None:

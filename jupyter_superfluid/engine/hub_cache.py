@@ -93,14 +93,22 @@ def partial_bytes(file: HubFile) -> int:
 
 
 def delete_cached(file: HubFile) -> list[Path]:
-    """Remove ``file`` from the cache (its snapshot link, its blob, any partial); the paths."""
+    """Remove ``file`` from the cache (its snapshot links, any partial); the paths removed.
+
+    Its blob goes too, unless another file's link still points at it (files with the
+    same bytes share one blob, as huggingface_hub stores them).
+    """
     removed: list[Path] = []
     folder = repo_folder(file.repo_id)
+    blobs = (folder / "blobs").resolve() if (folder / "blobs").exists() else None
+    targets = set()
     for link in sorted(folder.glob(f"snapshots/*/{file.filename}")):
-        target = link.resolve()
+        targets.add(link.resolve())
         link.unlink()
         removed.append(link)
-        if target.parent == (folder / "blobs").resolve() and target.exists():
+    still_used = {p.resolve() for p in folder.glob("snapshots/**/*") if p.is_symlink()}
+    for target in sorted(targets - still_used):
+        if blobs is not None and target.parent == blobs and target.exists():
             target.unlink()
             removed.append(target)
     marker = partial_marker(file)

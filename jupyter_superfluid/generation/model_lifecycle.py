@@ -94,7 +94,7 @@ class ModelLifecycle:
         self.registry = registry
         self.store = store
         self.model_wait = model_wait
-        self.events = EventLog()
+        self.events = EventLog(start=int(time.time() * 1000))
         self.download_retries = download_retries
         self.download_backoff_s = download_backoff_s
         self._states: dict[str, ModelState] = {}

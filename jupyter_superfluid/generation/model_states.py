@@ -14,7 +14,7 @@ the default Qwen3 model before its first use, or a download that was stopped (it
 partial file stays, and ``progress`` says how far it got). ``available`` is on disk,
 not loaded; ``unloaded`` is the same after an unload.
 
-``EventLog`` numbers every change from 1 (``model.added``, ``model.state``,
+``EventLog`` numbers every change (``model.added``, ``model.state``,
 ``model.progress``, ``model.removed``), each carrying the model's whole state after it,
 so a client that replaces its copy with each event's is always right. It keeps the
 last ``retention`` events for followers that resume with ``Last-Event-ID``.
@@ -168,13 +168,17 @@ class ModelEvent:
 class EventLog:
     """Numbered model events, the last ``retention`` kept; followers await new ones.
 
-    Used from the event loop's thread only (download threads hand their progress
-    over with ``call_soon_threadsafe``).
+    Ids count up from ``start + 1``. A server starts its log at its start time in
+    milliseconds, so ids grow across restarts too, and an id from an earlier server
+    is told apart (``after`` answers None, as for events no longer kept). Used from
+    the event loop's thread only (download threads hand their progress over with
+    ``call_soon_threadsafe``).
     """
 
-    def __init__(self, retention: int = 2000) -> None:
+    def __init__(self, retention: int = 2000, *, start: int = 0) -> None:
         self.retention = retention
-        self.last_id = 0
+        self.start = start
+        self.last_id = start
         self.closed = False
         self._events: deque[ModelEvent] = deque(maxlen=retention)
         self._wake: asyncio.Event | None = None
@@ -188,13 +192,17 @@ class EventLog:
         return event
 
     def after(self, last_seen: int) -> list[ModelEvent] | None:
-        """The events after ``last_seen``; None when some of them are no longer kept."""
-        if last_seen >= self.last_id:
+        """The events after ``last_seen``; None when some are not kept or the id is not ours."""
+        if last_seen == self.last_id:
             return []
         first = self._events[0].id if self._events else self.last_id + 1
-        if last_seen + 1 < first:
+        if last_seen > self.last_id or last_seen < self.start or last_seen + 1 < first:
             return None
         return [e for e in self._events if e.id > last_seen]
+
+    def kept(self) -> list[ModelEvent]:
+        """Every event still kept, oldest first."""
+        return list(self._events)
 
     async def wait(self, last_seen: int, timeout: float) -> bool:
         """Wait up to ``timeout`` s for an event after ``last_seen``; whether one came."""

@@ -9,7 +9,9 @@ A key policy file gives several keys, each its own principal with scopes::
 
 A key is given in clear (``key``) or as the hex SHA-256 of its text
 (``sha256``); either way only hashes are kept in memory and in the store, and
-keys are compared in constant time. Scopes default to all of ``ALL_SCOPES``.
+keys are compared in constant time. Scopes default to ``DEFAULT_KEY_SCOPES``: all
+of ``ALL_SCOPES`` but ``models:write``, which is granted by name. ``--api-key`` keys,
+the Jupyter user, and anyone on a standalone server with no keys hold every scope.
 Under a key policy every key (and the Jupyter user) is isolated: it sees only
 what it created. With only ``--api-key`` keys, everything is shared.
 """
@@ -23,8 +25,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ALL_SCOPES = frozenset(
-    {"models:read", "responses:read", "responses:write", "tasks:read", "tasks:write"}
+    {
+        "models:read",
+        "models:write",
+        "responses:read",
+        "responses:write",
+        "tasks:read",
+        "tasks:write",
+    }
 )
+# A policy key that lists no scopes gets these: everything but managing the served
+# models (adding, loading, unloading, removing), which must be granted by name.
+DEFAULT_KEY_SCOPES = ALL_SCOPES - {"models:write"}
 
 
 def key_digest(key: str) -> str:
@@ -103,7 +115,7 @@ def _read_policy(path: Path) -> list[_Entry]:
         if not isinstance(item, dict) or not ("key" in item or "sha256" in item):
             raise KeyPolicyError(f"{path}: keys[{i}] needs 'key' or 'sha256'")
         digest = str(item.get("sha256") or key_digest(str(item["key"]))).lower()
-        scopes = frozenset(item.get("scopes") or ALL_SCOPES)
+        scopes = frozenset(item.get("scopes") or DEFAULT_KEY_SCOPES)
         unknown = scopes - ALL_SCOPES - {"tools:execute"}
         if unknown:
             raise KeyPolicyError(f"{path}: keys[{i}] has unknown scopes {sorted(unknown)}")

@@ -190,3 +190,17 @@ def test_delete_cached_removes_the_link_the_blob_and_any_partial(
     removed = delete_cached(file)
     assert path in removed and blob in removed
     assert not path.exists() and not blob.exists() and cached_file(file) is None
+
+
+def test_delete_cached_keeps_a_blob_another_file_still_uses(
+    hub_env: Path, local_hub: LocalHub, gguf_bytes: bytes
+) -> None:
+    local_hub.add(REPO, "one.gguf", gguf_bytes)
+    local_hub.add(REPO, "two.gguf", gguf_bytes)  # the same bytes: one blob
+    one, two = HubFile(REPO, "one.gguf"), HubFile(REPO, "two.gguf")
+    (first,) = HubDownload([one]).run()
+    (second,) = HubDownload([two]).run()
+    assert first.resolve() == second.resolve()
+    removed = delete_cached(one)
+    assert removed == [first] and second.read_bytes() == gguf_bytes
+    assert cached_file(one) is None and cached_file(two) == second

@@ -69,7 +69,7 @@ def done_bytes(lifecycle: ModelLifecycle, model_id: str) -> int:
 
 def events_of(lifecycle: ModelLifecycle, model_id: str) -> list[ModelEvent]:
     """Every kept event about one model, in order."""
-    return [e for e in lifecycle.events.after(0) or [] if e.model["id"] == model_id]
+    return [e for e in lifecycle.events.kept() if e.model["id"] == model_id]
 
 
 def states_of(lifecycle: ModelLifecycle, model_id: str) -> list[str]:
@@ -97,8 +97,9 @@ def test_a_built_in_model_loads_unloads_and_loads_again(sf_model_cache: Path) ->
 
     asyncio.run(scenario())
     assert states_of(lifecycle, CHATML) == ["loading", "loaded", "unloaded", "loading", "loaded"]
-    ids = [e.id for e in lifecycle.events.after(0) or []]
-    assert ids == list(range(1, len(ids) + 1))  # numbered from 1, no gaps
+    ids = [e.id for e in lifecycle.events.kept()]
+    start = lifecycle.events.start
+    assert ids == list(range(start + 1, start + len(ids) + 1))  # numbered, no gaps
     assert states_of(lifecycle, QWEN) == []
 
 
@@ -340,3 +341,6 @@ def test_the_event_log_keeps_the_last_events_and_wakes_followers() -> None:
     assert [e.id for e in log.after(2) or []] == [3, 4, 5]
     assert log.after(1) is None  # event 2 is no longer kept
     assert log.after(5) == []
+    assert log.after(6) is None  # not an id of this log (a later server's)
+    later = EventLog(start=1000)
+    assert later.after(1000) == [] and later.after(5) is None  # an earlier server's id

@@ -1,0 +1,1 @@
+"""Tests of the models API (/superfluid/v1/models…)."""
