@@ -149,5 +149,7 @@ def _lifecycle(config: Superfluid, store: Store) -> ModelLifecycle:
         park_mib=config.cache_ram,
         launcher=launcher_for(config.engine_isolation, restart_wait=config.engine_restart_wait),
         remote_timeout=config.remote_timeout,
+        kv_dir=str(Path(config.sessions_dir) / "kv"),
+        disk_mib=config.cache_disk,
     )
     return ModelLifecycle(registry, origins, store=store, model_wait=config.model_wait)

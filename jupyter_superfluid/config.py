@@ -83,7 +83,15 @@ class Superfluid(LoggingConfigurable):
         2048,
         help="Host memory (MiB) for idle conversations' KV state: parked out of the KV "
         "cache so they do not slow running generations, restored by a copy instead of "
-        "re-evaluated. 0 evicts instead.",
+        "re-evaluated. Only what can be continued (stored responses) and prefixes that "
+        "recur are kept. 0 evicts instead.",
+    ).tag(config=True)
+
+    cache_disk = Int(
+        4096,
+        help="Disk space (MiB, per model) for kept conversations' KV state under "
+        "<sessions_dir>/kv/, least recently used out: a conversation continued after a "
+        "restart is restored from there instead of re-evaluated. 0 keeps nothing on disk.",
     ).tag(config=True)
 
     remote_timeout = Float(
@@ -160,6 +168,7 @@ CLI_ALIASES: dict[str, str] = {
     "engine-restart-wait": "Superfluid.engine_restart_wait",
     "remote-timeout": "Superfluid.remote_timeout",
     "model-wait": "Superfluid.model_wait",
+    "cache-disk": "Superfluid.cache_disk",
     "api-key": "Superfluid.api_keys",
     "key-policy": "Superfluid.key_policy",
     "host": "Superfluid.host",

@@ -113,6 +113,10 @@ class GenerateRequest:
     # The media of a prompt from ``tokenize_media``, in order; ``prompt_tokens``
     # then holds each one's placeholder ids.
     media: tuple[MediaRef, ...] = ()
+    # The turn can be continued (a stored response will point at it): the engine keeps
+    # its KV state when it moves out of the running cache (host memory, disk). One-off
+    # turns (chat completions, ``store: false``) leave only prefixes that recur.
+    retain: bool = False
 
 
 @dataclass(frozen=True)

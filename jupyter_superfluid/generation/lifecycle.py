@@ -150,7 +150,8 @@ class StoredTurns:
         echo: dict[str, Any],
     ) -> PreparedTurn:
         """Render ``request`` and give it a response id."""
-        turn = await self.chat.prepare(request, continuation)
+        # A stored response can be continued: the engine keeps its KV state.
+        turn = await self.chat.prepare(request, continuation, retain=store)
         rid = new_id("resp_")
         return PreparedTurn(
             rid,

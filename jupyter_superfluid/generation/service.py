@@ -100,8 +100,18 @@ class ChatService:
         self.store = store
         self.default_max_tokens = default_max_tokens
 
-    async def prepare(self, request: ChatRequest, continuation: Continuation | None = None) -> Turn:
-        """Render and tokenize ``request`` (continuing ``continuation`` if given)."""
+    async def prepare(
+        self,
+        request: ChatRequest,
+        continuation: Continuation | None = None,
+        *,
+        retain: bool = False,
+    ) -> Turn:
+        """Render and tokenize ``request`` (continuing ``continuation`` if given).
+
+        ``retain``: the turn will be stored and can be continued, so the engine
+        keeps its KV state (one-off turns leave only the prefixes that recur).
+        """
         model = await self.models.get(request.model)
         codec = model.codec
         kwargs = codec.template_kwargs_for_effort(request.reasoning_effort)
@@ -155,7 +165,11 @@ class ChatService:
             forked,
             opens,
             GenerateRequest(
-                tuple(prompt.tokens), sampling, cache_suffix=tuple(suffix), media=prompt.media
+                tuple(prompt.tokens),
+                sampling,
+                cache_suffix=tuple(suffix),
+                media=prompt.media,
+                retain=retain,
             ),
         )
 

@@ -43,15 +43,20 @@ class Generation:
         return last
 
 
-async def agenerate(engine: LlamaEngine, prompt: list[int], **sampling: object) -> Generation:
-    """Run one generation to its end."""
-    request = GenerateRequest(tuple(prompt), SamplingParams(**sampling))  # type: ignore[arg-type]
+async def agenerate(
+    engine: LlamaEngine, prompt: list[int], *, retain: bool = False, **sampling: object
+) -> Generation:
+    """Run one generation to its end (``retain``: a turn that can be continued)."""
+    params = SamplingParams(**sampling)  # type: ignore[arg-type]
+    request = GenerateRequest(tuple(prompt), params, retain=retain)
     return Generation([event async for event in engine.generate(request)])
 
 
-def generate(engine: LlamaEngine, prompt: list[int], **sampling: object) -> Generation:
+def generate(
+    engine: LlamaEngine, prompt: list[int], *, retain: bool = False, **sampling: object
+) -> Generation:
     """``agenerate`` from synchronous test code."""
-    return asyncio.run(agenerate(engine, prompt, **sampling))
+    return asyncio.run(agenerate(engine, prompt, retain=retain, **sampling))
 
 
 def chat_prompt(engine: LlamaEngine, user: str) -> list[int]:

@@ -15,10 +15,12 @@ from jupyter_superfluid.engine.local.llama import LlamaEngine
 MakeEngine = Callable[..., LlamaEngine]
 
 
-def _run(engine: LlamaEngine, prompt: list[int], **sampling: object) -> tuple[Generation, int]:
+def _run(
+    engine: LlamaEngine, prompt: list[int], *, retain: bool = False, **sampling: object
+) -> tuple[Generation, int]:
     """Generate; also return how many prompt tokens the engine evaluated for it."""
     before = engine.prompt_tokens_evaluated
-    run = generate(engine, prompt, **sampling)
+    run = generate(engine, prompt, retain=retain, **sampling)
     return run, engine.prompt_tokens_evaluated - before
 
 
@@ -105,7 +107,7 @@ def test_full_kv_cache_evicts_idle_slots(sf_make_engine: MakeEngine, park_mib: i
     engine = sf_make_engine(context_size=256, kv_tokens=256, park_mib=park_mib)
     a = [ord("a")] * 200
     b = [ord("b")] * 200
-    first = generate(engine, a, max_tokens=2, seed=1)
+    first = generate(engine, a, max_tokens=2, seed=1, retain=True)
     assert first.finished.reason == "length"
     run = generate(engine, b, max_tokens=2, seed=1)  # needs a's cells
     assert run.finished.reason == "length"
@@ -121,7 +123,7 @@ def test_full_kv_cache_evicts_idle_slots(sf_make_engine: MakeEngine, park_mib: i
 def test_idle_conversations_are_parked_and_restored_exactly(sf_make_engine: MakeEngine) -> None:
     engine = sf_make_engine(cache_slots=4)
     long_a = chat_prompt(engine, "alpha " * 80)  # more own cells than stay resident
-    first, _ = _run(engine, long_a, seed=5, max_tokens=8)
+    first, _ = _run(engine, long_a, seed=5, max_tokens=8, retain=True)
     assert engine.stats()["parked"] == 0
     _run(engine, chat_prompt(engine, "beta"), seed=5, max_tokens=2)  # other work parks a
     assert engine.stats()["parked"] == 1

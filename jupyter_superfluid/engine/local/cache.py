@@ -9,27 +9,35 @@ the shared prefix is copied into a free or least-recently-used idle slot with
 another sequence id), so the source branch stays warm for its own
 continuation.
 
-Idle conversations are *parked*: in a unified cache every token's attention
-runs over every used cell, so KV held for conversations that are not running
-slows every stream that is (measured: 326 -> 66 tok/s with 8k idle cells).
-When other work is admitted, an idle slot's own cells (those no running
-sequence shares) are saved to host memory (``llama_state_seq_get_data``) and
-freed; a later prompt that matches a parked conversation better than anything
-resident restores it (``llama_state_seq_set_data``), which costs a memory copy
-instead of re-evaluating the history. The parked store is an LRU bounded in
-bytes.
+Warm state has three tiers: the resident cells, host memory (``parked.py``)
+and disk (``kvdisk.py``). In a unified cache every token's attention runs over
+every used cell, so KV held for conversations that are not running slows every
+stream that is (measured: 326 -> 66 tok/s with 8k idle cells); when other work
+is admitted, idle slots are moved out. Only what can be continued is kept: a
+slot's ``keep`` counts the tokens of a turn whose request asked to be retained
+(a stored response points at it), and a prefix that several prompts began with
+(shared instructions, a conversation resent whole) is kept too. The rest, a
+one-off turn's own tokens, is dropped without a copy. A park is skipped when
+the measured cost of saving and restoring exceeds that of evaluating again.
+
+A prompt whose longest cached prefix is parked (or was read back from disk by
+the worker before admission) is restored by a copy
+(``llama_state_seq_set_data``) and checked (the sequence must then end at
+position n-1) before it counts as cached.
 
 This class is pure bookkeeping; the KV operations go through the small
-``KVMemory`` interface so the policy can be reasoned about (and tested) on its
-own.
+``KVMemory`` interface so the policy can be reasoned about on its own.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections import OrderedDict
+import time
 from dataclasses import dataclass, field
-from typing import Protocol
+
+from .kvmemory import KVMemory, KVState, Staged, StateStore
+from .parked import KVCosts, ParkedStates
+from .prefix_index import BLOCK, PrefixCounter, block_hashes, common_prefix
 
 # Idle slots holding at most this many cells of their own stay resident: their
 # attention cost is small, and parking them would copy their whole history.
@@ -37,26 +45,6 @@ PARK_MIN_OWN_TOKENS = 256
 # A restore copies the whole parked state; it must save at least one prompt
 # token of evaluation per this many tokens copied (prefill costs ~100x a copy).
 RESTORE_TOKENS_PER_SAVED = 64
-
-
-class KVMemory(Protocol):
-    """The KV operations the cache needs (llama_memory_seq_rm / seq_cp, state_seq)."""
-
-    def remove(self, seq_id: int, p0: int, p1: int) -> None:
-        """Drop positions [p0, p1) of ``seq_id`` (-1: open end)."""
-        ...
-
-    def copy(self, src: int, dst: int, p0: int, p1: int) -> None:
-        """Make ``dst`` share ``src``'s cells at positions [p0, p1)."""
-        ...
-
-    def save(self, seq_id: int) -> bytearray:
-        """The serialized KV state of ``seq_id``."""
-        ...
-
-    def load(self, seq_id: int, state: bytearray) -> bool:
-        """Restore a saved state into the empty ``seq_id``; False when it does not fit."""
-        ...
 
 
 @dataclass(eq=False)
@@ -67,6 +55,9 @@ class Slot:
     tokens: list[int] = field(default_factory=list)
     busy: bool = False
     last_used: int = 0
+    keep: int = 0  # leading tokens worth keeping when the slot is moved out
+    retaining: bool = False  # the turn running in it asked to be kept
+    persisted: int = 0  # leading tokens a stored (disk) state covers
 
 
 @dataclass(frozen=True)
@@ -76,72 +67,35 @@ class Placement:
     slot: Slot
     reused: int
     source: Slot | None  # the slot the prefix was copied from; None when in place
-
-
-def common_prefix(a: list[int] | tuple[int, ...], b: tuple[int, ...] | list[int]) -> int:
-    """Length of the longest common prefix of two token sequences."""
-    n = min(len(a), len(b))
-    if list(a[:n]) == list(b[:n]):
-        return n  # the common case for a continued conversation, at C speed
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
-
-
-class ParkedStates:
-    """Saved KV states of idle conversations, least recently used first out."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._entries: OrderedDict[tuple[int, ...], bytearray] = OrderedDict()
-        self.bytes = 0
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def put(self, tokens: tuple[int, ...], state: bytearray) -> None:
-        """Keep ``state`` for ``tokens``, dropping the oldest entries over the budget."""
-        if len(state) > self.max_bytes:
-            return
-        self.take(tokens)
-        self._entries[tokens] = state
-        self.bytes += len(state)
-        while self.bytes > self.max_bytes:
-            _, dropped = self._entries.popitem(last=False)
-            self.bytes -= len(dropped)
-
-    def best_match(self, prompt: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
-        """The parked tokens sharing the longest prefix with ``prompt`` and that length."""
-        best: tuple[int, ...] = ()
-        best_lcp = 0
-        for tokens in self._entries:
-            lcp = common_prefix(tokens, prompt)
-            if lcp > best_lcp:
-                best, best_lcp = tokens, lcp
-        return best, best_lcp
-
-    def take(self, tokens: tuple[int, ...]) -> bytearray | None:
-        """Remove and return the state parked for ``tokens``."""
-        state = self._entries.pop(tokens, None)
-        if state is not None:
-            self.bytes -= len(state)
-        return state
+    restored: str = ""  # "ram" or "disk" when the prefix was copied back from that tier
 
 
 class PrefixCache:
-    """Slot bookkeeping and the reuse policy (LCP, in place or copy, LRU, parking)."""
+    """Slot bookkeeping and the reuse policy (LCP, in place or copy, LRU, tiers)."""
 
     def __init__(
-        self, n_slots: int, memory: KVMemory, *, kv_cells: int = 1 << 30, park_bytes: int = 0
+        self,
+        n_slots: int,
+        memory: KVMemory,
+        *,
+        kv_cells: int = 1 << 30,
+        park_bytes: int = 0,
+        store: StateStore | None = None,
     ) -> None:
         self.slots = [Slot(i) for i in range(n_slots)]
         self.kv_cells = kv_cells
         self.parked = ParkedStates(park_bytes)
+        self.store = store
+        self.costs = KVCosts()
+        self.recurring = PrefixCounter()
         self._memory = memory
         self._clock = itertools.count(1)
         self.parks = 0
+        self.parked_bytes = 0  # all the parks ever made, in bytes
         self.restores = 0
+        self.disk_restores = 0
+        self.parks_skipped = 0  # a park would have cost more than evaluating again
+        self.restores_invalid = 0
 
     def has_idle(self) -> bool:
         """Whether a new sequence can start now."""
@@ -161,56 +115,119 @@ class PrefixCache:
                 best, best_lcp, whole = slot, min(raw, limit), raw == len(slot.tokens)
         return best, best_lcp, whole
 
+    def memory_match(self, prompt: tuple[int, ...], hashes: list[int]) -> int:
+        """The longest prefix of ``prompt`` resident or parked (to weigh a disk read against)."""
+        return max(self.best_match(prompt)[1], self.parked.best_match(prompt, hashes)[1])
+
     def place(
-        self, prompt: tuple[int, ...], protect: frozenset[int] = frozenset()
+        self,
+        prompt: tuple[int, ...],
+        protect: frozenset[int] = frozenset(),
+        *,
+        retain: bool = False,
+        hashes: list[int] | None = None,
+        staged: Staged | None = None,
     ) -> Placement | None:
         """Claim a slot for ``prompt`` with its KV set to the reusable prefix.
 
         None when every slot is busy. Slots whose seq_id is in ``protect`` (the
         best matches of other waiting prompts) are overwritten only if nothing
         else is idle, so admitting a burst does not evict its own cache hits.
+        ``retain``: keep this turn's state when the slot is moved out (it can
+        be continued). ``staged``: a state read from disk for this prompt.
         """
         if not self.has_idle():
             return None
+        hashes = block_hashes(prompt) if hashes is None else hashes
+        self.recurring.note(hashes)
         best, best_lcp, whole = self.best_match(prompt)
-        restored = self._restore_better(prompt, best_lcp, protect)
-        if restored is not None:
-            return restored
+        placement = self._restore_better(prompt, hashes, best_lcp, protect, staged)
+        if placement is None:
+            placement = self._place_resident(best, best_lcp, whole, protect)
+        placement.slot.retaining = retain
+        return placement
+
+    def _place_resident(
+        self, best: Slot, best_lcp: int, whole: bool, protect: frozenset[int]
+    ) -> Placement:
+        """Reuse ``best``'s prefix in place or by a copy into another idle slot."""
         if best_lcp and whole and not best.busy:
             return self._claim(best, best_lcp, None)  # extend in place
         target = self._free_slot(avoid=best if best_lcp else None, protect=protect)
         if best_lcp == 0:
+            self._discard(target)
             return self._claim(target, 0, None)
         if target is best:
-            self._park(best)  # the only idle slot: keep its branch, then truncate it
+            self._park(best, above=best_lcp)  # the only idle slot: keep its branch, then trim
             return self._claim(best, best_lcp, None)
         self._discard(target)
         self._memory.copy(best.seq_id, target.seq_id, 0, best_lcp)
         target.tokens = best.tokens[:best_lcp]
+        target.keep = min(best.keep, best_lcp)
+        target.persisted = min(best.persisted, best_lcp)
         return self._claim(target, best_lcp, best)
 
     def _restore_better(
-        self, prompt: tuple[int, ...], resident_lcp: int, protect: frozenset[int]
+        self,
+        prompt: tuple[int, ...],
+        hashes: list[int],
+        resident_lcp: int,
+        protect: frozenset[int],
+        staged: Staged | None,
     ) -> Placement | None:
-        """Bring back a parked conversation when it covers clearly more of ``prompt``."""
-        tokens, lcp = self.parked.best_match(prompt)
+        """Copy back a parked or staged state when it covers clearly more of ``prompt``."""
+        tokens, lcp = self.parked.best_match(prompt, hashes)
+        tier = "ram"
+        if staged is not None:
+            staged_lcp = common_prefix(staged.tokens, prompt)
+            if staged_lcp > lcp:
+                tokens, lcp, tier = staged.tokens, staged_lcp, "disk"
         lcp = min(lcp, len(prompt) - 1)
         gain = lcp - resident_lcp
         if gain <= 0 or gain * RESTORE_TOKENS_PER_SAVED < len(tokens):
             return None
+        stored = tier == "disk" or self.parked.is_stored(tokens)
+        state = self.parked.take(tokens) if tier == "ram" else staged.state  # type: ignore[union-attr]
+        assert state is not None
         target = self._free_slot(avoid=None, protect=protect)
         self._discard(target)
         while self.resident_cells() + len(tokens) > self.kv_cells:
             if not self.evict_one():
+                self._put_back(tier, tokens, state, stored)
                 return None  # the running sequences leave no room; evaluate instead
-        state = self.parked.take(tokens)
-        assert state is not None
-        if not self._memory.load(target.seq_id, state):
-            self.parked.put(tokens, state)
+        if not self._load(target, tokens, state, tier, stored):
             return None
+        target.keep = len(tokens)
+        target.persisted = len(tokens) if stored else 0
+        return self._claim(target, lcp, None, restored=tier)
+
+    def _load(
+        self, slot: Slot, tokens: tuple[int, ...], state: KVState, tier: str, stored: bool
+    ) -> bool:
+        """Copy ``state`` into ``slot`` and check that it ends at position n-1."""
+        started = time.perf_counter()
+        if not self._memory.load(slot.seq_id, state):
+            self._put_back(tier, tokens, state, stored)
+            return False
+        low, high = self._memory.span(slot.seq_id)
+        if high != len(tokens) - 1 or low < 0:
+            # Not the state of these tokens: never serve it; evaluate instead.
+            self._memory.remove(slot.seq_id, -1, -1)
+            self.restores_invalid += 1
+            if tier == "disk" and self.store is not None:
+                self.store.reject(tokens)
+            return False
+        self.costs.note_load(len(tokens), time.perf_counter() - started)
+        slot.tokens = list(tokens)
         self.restores += 1
-        target.tokens = list(tokens)
-        return self._claim(target, lcp, None)
+        self.disk_restores += tier == "disk"
+        return True
+
+    def _put_back(self, tier: str, tokens: tuple[int, ...], state: KVState, stored: bool) -> None:
+        """A state that could not be restored now goes back where it came from."""
+        if tier == "ram":
+            for old_tokens, old_state in self.parked.put(tokens, state, stored=stored) or ():
+                self._offer(old_tokens, old_state)
 
     def resident_cells(self) -> int:
         """KV cells in use: every slot's tokens, shared prefixes counted once."""
@@ -223,38 +240,85 @@ class PrefixCache:
         return total
 
     def _free_slot(self, avoid: Slot | None, protect: frozenset[int]) -> Slot:
-        """An idle slot to overwrite: empty first, then unprotected, then least recently used."""
+        """An idle slot to overwrite: empty, unprotected, holding nothing kept, least recent."""
         idle = [s for s in self.slots if not s.busy]
         others = [s for s in idle if s is not avoid] or idle
-        return min(others, key=lambda s: (len(s.tokens) > 0, s.seq_id in protect, s.last_used))
+        return min(
+            others,
+            key=lambda s: (len(s.tokens) > 0, s.seq_id in protect, s.keep > 0, s.last_used),
+        )
 
-    def _claim(self, slot: Slot, reused: int, source: Slot | None) -> Placement:
+    def _claim(self, slot: Slot, reused: int, source: Slot | None, restored: str = "") -> Placement:
         """Trim ``slot`` to its first ``reused`` tokens and mark it busy."""
-        if len(slot.tokens) > reused:
-            self._memory.remove(slot.seq_id, reused, -1)
-            del slot.tokens[reused:]
+        self._trim(slot, reused)
         slot.busy = True
         slot.last_used = next(self._clock)
         if source is not None:
             source.last_used = next(self._clock)  # its branch just proved useful
-        return Placement(slot, reused, source)
+        return Placement(slot, reused, source, restored)
 
-    def _park(self, slot: Slot) -> None:
-        """Save ``slot``'s state to host memory (its KV cells stay until discarded)."""
-        if self.parked.max_bytes and len(slot.tokens) > 1:
-            self.parked.put(tuple(slot.tokens), self._memory.save(slot.seq_id))
-            self.parks += 1
+    def _trim(self, slot: Slot, length: int) -> None:
+        """Drop ``slot``'s tokens from ``length`` on."""
+        if len(slot.tokens) > length:
+            self._memory.remove(slot.seq_id, length, -1)
+            del slot.tokens[length:]
+        slot.keep = min(slot.keep, length)
+        slot.persisted = min(slot.persisted, length)
+
+    def keep_length(self, slot: Slot) -> int:
+        """Leading tokens of ``slot`` worth keeping: a retained turn's, or a recurring prefix."""
+        if slot.keep >= len(slot.tokens):
+            return len(slot.tokens)
+        return max(slot.keep, min(self.recurring.recurring(slot.tokens), len(slot.tokens)))
+
+    def _park(self, slot: Slot, above: int = 0) -> bool:
+        """Save what ``slot`` keeps beyond ``above`` tokens to host memory (or disk)."""
+        n = self.keep_length(slot)
+        if n <= above or n < BLOCK:
+            return False
+        needs_disk = self.store is not None and slot.persisted < n and min(slot.tokens[:n]) >= 0
+        if not (self.parked.max_bytes or needs_disk):
+            return False
+        if not self.costs.park_pays():
+            self.parks_skipped += 1
+            return False
+        self._trim(slot, n)
+        tokens = tuple(slot.tokens)
+        state = self._save(slot)
+        dropped = self.parked.put(tokens, state, stored=not needs_disk)
+        if dropped is None:  # no room in host memory: straight to disk
+            if needs_disk:
+                self._offer(tokens, state)
+            return True
+        self.parks += 1
+        self.parked_bytes += len(state)
+        for old_tokens, old_state in dropped:  # fell out of host memory: down to disk
+            self._offer(old_tokens, old_state)
+        return True
+
+    def _offer(self, tokens: tuple[int, ...], state: KVState, *, wait: bool = False) -> bool:
+        """Hand ``state`` to the disk tier (written in the background); False if refused."""
+        return self.store is not None and self.store.offer(tokens, state, wait=wait)
+
+    def _save(self, slot: Slot) -> KVState:
+        """The slot's state, timed."""
+        started = time.perf_counter()
+        state = self._memory.save(slot.seq_id)
+        self.costs.note_save(len(slot.tokens), time.perf_counter() - started)
+        return state
 
     def _discard(self, slot: Slot) -> None:
-        """Park, then free, whatever ``slot`` holds."""
+        """Park what ``slot`` keeps, then free it."""
         if slot.tokens:
             self._park(slot)
             self.clear(slot)
 
     def park_idle(self, protect: frozenset[int] = frozenset()) -> int:
-        """Park idle slots holding many cells no running sequence shares; how many."""
-        if not self.parked.max_bytes:
-            return 0
+        """Move idle slots' own cells out of the running sequences' way; how many slots.
+
+        What a slot keeps is parked (if host memory is given); the rest, a
+        one-off turn's tail, is dropped without a copy.
+        """
         running = [s.tokens for s in self.slots if s.busy]
         if not running:
             return 0
@@ -263,13 +327,50 @@ class PrefixCache:
             if slot.busy or slot.seq_id in protect or not slot.tokens:
                 continue
             shared = max(common_prefix(slot.tokens, tokens) for tokens in running)
-            if len(slot.tokens) - shared > PARK_MIN_OWN_TOKENS:
+            if len(slot.tokens) - shared <= PARK_MIN_OWN_TOKENS:
+                continue
+            keep = self.keep_length(slot)
+            if keep - shared <= PARK_MIN_OWN_TOKENS:
+                self._trim(slot, max(keep, shared))
+            elif self.parked.max_bytes:
                 self._discard(slot)
-                count += 1
+            else:
+                continue  # nowhere to park it: it stays until the KV cache is full
+            count += 1
         return count
+
+    def flush_one(self, *, wait: bool = False) -> bool:
+        """Hand the disk one kept state it does not hold yet; False if none (or refused).
+
+        Idle slots holding a retained turn come first (saved now), then states
+        parked in host memory. ``wait``: for room in the writer's queue (at
+        close) rather than give up.
+        """
+        if self.store is None:
+            return False
+        for slot in sorted(self.slots, key=lambda s: -s.last_used):
+            n = len(slot.tokens)
+            if slot.busy or n < BLOCK or slot.keep < n or slot.persisted >= n:
+                continue
+            if min(slot.tokens) < 0:  # media placeholders: kept in memory only
+                slot.persisted = n
+                continue
+            tokens = tuple(slot.tokens)
+            if self.store.holds(tokens) or self._offer(tokens, self._save(slot), wait=wait):
+                slot.persisted = n
+                return True
+            return False  # the writer is behind: try again when next idle
+        parked = self.parked.newest_unstored()
+        if parked is not None and self._offer(*parked, wait=wait):
+            self.parked.mark_stored(parked[0])
+            return True
+        return False
 
     def release(self, slot: Slot) -> None:
         """The slot's sequence finished; its KV stays as cache."""
+        if slot.retaining:
+            slot.keep = len(slot.tokens)
+            slot.retaining = False
         slot.busy = False
         slot.last_used = next(self._clock)
 
@@ -277,11 +378,28 @@ class PrefixCache:
         """Forget everything ``slot`` holds (after an error, or to evict it)."""
         self._memory.remove(slot.seq_id, -1, -1)
         slot.tokens = []
+        slot.keep = slot.persisted = 0
+        slot.retaining = False
 
     def evict_one(self) -> bool:
-        """Park and free the least recently used idle, non-empty slot; False if there is none."""
+        """Park and free the least recently used idle, non-empty slot (one-offs first)."""
         candidates = [s for s in self.slots if not s.busy and s.tokens]
         if not candidates:
             return False
-        self._discard(min(candidates, key=lambda s: s.last_used))
+        self._discard(min(candidates, key=lambda s: (s.keep > 0, s.last_used)))
         return True
+
+    def stats(self) -> dict[str, object]:
+        """What the cache holds and has done, for the models endpoint."""
+        return {
+            "parked": self.parks,
+            "parked_bytes": self.parked_bytes,
+            "restored": self.restores,
+            "restored_from_disk": self.disk_restores,
+            "parks_skipped": self.parks_skipped,
+            "restores_invalid": self.restores_invalid,
+            "ram_states": len(self.parked),
+            "ram_bytes": self.parked.bytes,
+            "ram_evicted": self.parked.evicted,
+            **self.costs.to_json(),
+        }

@@ -48,8 +48,16 @@ from ..base import (
     ModelInfo,
     ModelLoadError,
 )
+from .kvdisk import DiskTier
 from .media import MediaPiece, MediaProjector, MediaStore
-from .native import Vocab, create_context, default_threads, load_model, meta_string
+from .native import (
+    Vocab,
+    create_context,
+    default_threads,
+    load_model,
+    meta_string,
+    metadata_digest,
+)
 from .sampling import TextDecoder, build_sampler
 from .worker import Sequence, Worker
 
@@ -78,8 +86,10 @@ class LlamaEngine:
         vocab: Vocab,
         worker: Worker,
         projector: MediaProjector | None = None,
+        store: DiskTier | None = None,
     ) -> None:
         self._info = info
+        self._store = store
         self._projector = projector
         self._model = model
         self._ctx = ctx
@@ -106,6 +116,9 @@ class LlamaEngine:
         park_mib: int = 2048,
         mmproj: str | Path | None = None,
         after_step: Callable[[], None] | None = None,
+        on_counters: Callable[[], None] | None = None,
+        kv_dir: str | Path | None = None,
+        disk_mib: int = 4096,
     ) -> LlamaEngine:
         """Load ``path`` (blocking; run it in a thread). Raises ModelLoadError.
 
@@ -116,12 +129,15 @@ class LlamaEngine:
         exactness for memory (see ``native.create_context``); ``mmproj`` a
         multimodal projector GGUF for image/audio input (``media.py``);
         ``after_step`` runs on the worker thread after every step (an engine
-        process sends each step's events in one message from there).
+        process sends each step's events in one message from there), and
+        ``on_counters`` (any thread) when ``stats()`` changed between steps;
+        ``kv_dir`` the directory of the disk tier (``kvdisk.py``; None: no
+        disk tier), bounded by ``disk_mib``.
         """
         started = time.monotonic()
         path = Path(path)
         model = load_model(path, gpu_layers=gpu_layers)
-        ctx = projector = None
+        ctx = projector = store = None
         try:
             vocab = Vocab(model)
             context_size = min(context_size, L.llama_model_n_ctx_train(model))
@@ -137,6 +153,9 @@ class LlamaEngine:
             info = _model_info(model_id, path, model, vocab, context_size, projector)
             # llama.cpp clamps n_batch to n_ctx (and aborts on a larger batch).
             n_batch = L.llama_n_batch(ctx)
+            if kv_dir is not None and disk_mib > 0:
+                identity = _identity(path, model, flash_attention, mmproj)
+                store = DiskTier(Path(kv_dir), model_id, identity, disk_mib << 20)
             worker = Worker(
                 ctx,
                 vocab,
@@ -145,11 +164,14 @@ class LlamaEngine:
                 context_size=context_size,
                 name=model_id,
                 park_bytes=park_mib << 20,
+                store=store,
                 n_embd=projector.n_embd if projector else 0,
                 media_non_causal=bool(projector and projector.uses_non_causal),
                 after_step=after_step,
             )
         except BaseException:
+            if store is not None:
+                store.close()
             if projector is not None:
                 projector.close()
             if ctx is not None:
@@ -161,7 +183,9 @@ class LlamaEngine:
             "loaded %s from %s in %.2fs (window %d, %d slots, %d KV cells)",
             *(model_id, path, elapsed, context_size, cache_slots, L.llama_n_ctx(ctx)),
         )
-        return cls(info, model, ctx, vocab, worker, projector)
+        if store is not None:  # what the disk holds shows in stats() at once
+            store.on_change = _counters_moved(worker, on_counters)
+        return cls(info, model, ctx, vocab, worker, projector, store)
 
     @property
     def info(self) -> ModelInfo:
@@ -178,14 +202,14 @@ class LlamaEngine:
         """Tokens sampled since load (including ones dropped by a cancellation)."""
         return self._worker.tokens_generated
 
-    def stats(self) -> dict[str, int]:
-        """Counters for tests and benchmarks."""
+    def stats(self) -> dict[str, object]:
+        """Counters and what each KV tier holds (the models endpoint shows them)."""
         return {
             "prompt_tokens_evaluated": self._worker.prompt_tokens_evaluated,
             "tokens_generated": self._worker.tokens_generated,
             "decode_calls": self._worker.decode_calls,
-            "parked": self._worker.cache.parks,
-            "restored": self._worker.cache.restores,
+            **self._worker.cache.stats(),
+            **(self._store.stats() if self._store is not None else {}),
         }
 
     def tokenize(self, text: str, *, special: bool = True) -> list[int]:
@@ -265,6 +289,7 @@ class LlamaEngine:
             emit=emit,
             suffix=suffix,
             media=media,
+            retain=request.retain,
         )
 
     def submit(self, seq: Sequence) -> None:
@@ -298,12 +323,53 @@ class LlamaEngine:
             if self._closed:
                 return
             self._closed = True
-        self._worker.stop()
+        self._worker.stop()  # writes what the disk tier does not hold yet
+        if self._store is not None:
+            self._store.close()
         if self._projector is not None:
             self._projector.close()
         L.llama_free(self._ctx)
         L.llama_model_free(self._model)
         log.info("closed %s", self._info.id)
+
+
+def _counters_moved(worker: Worker, then: Callable[[], None] | None) -> Callable[[], None]:
+    """What to call when the counters change off the token loop: ``then``, and wake the loop.
+
+    The loop runs an empty step, so ``after_step`` reports them.
+    """
+
+    def moved() -> None:
+        if then is not None:
+            then()
+        worker.poke()
+
+    return moved
+
+
+def _identity(
+    path: Path, model: Any, flash_attention: bool | None, mmproj: str | Path | None
+) -> dict[str, Any]:
+    """What a saved KV state is only valid for: this file, this llama.cpp, this KV layout.
+
+    The file's mtime is part of it, so a model file replaced in place (same
+    path, size and metadata, other weights) never gets another's states.
+    """
+    import llama_cpp
+
+    stat = path.stat()
+    projector = Path(mmproj).stat() if mmproj is not None else None
+    return {
+        "format": 1,
+        "llama_cpp": llama_cpp.__version__,
+        "model": str(path.resolve()),
+        "model_bytes": stat.st_size,
+        "model_mtime_ns": stat.st_mtime_ns,
+        "metadata": metadata_digest(model),
+        "flash_attention": flash_attention,
+        "kv_type": "f16",  # the context's default type_k / type_v
+        "projector": None if mmproj is None else [str(Path(mmproj).resolve()), projector.st_size],  # type: ignore[union-attr]
+    }
 
 
 class _Relay:

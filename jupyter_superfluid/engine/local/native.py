@@ -8,6 +8,7 @@ model and context creation, vocabulary helpers and GGUF metadata.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import itertools
 import logging
 import os
@@ -217,6 +218,30 @@ def meta_string(model: Any, key: str) -> str | None:
             return buf.value.decode("utf-8", errors="replace")
         size = n + 1
     return None
+
+
+def metadata_digest(model: Any) -> str:
+    """A digest of the model's GGUF metadata, every key and value as llama.cpp renders them."""
+    h = hashlib.sha256()
+    for i in range(L.llama_model_meta_count(model)):
+        for getter in (L.llama_model_meta_key_by_index, L.llama_model_meta_val_str_by_index):
+            h.update(_meta_at(getter, model, i) + b"\0")
+    h.update(f"{L.llama_model_n_params(model)}:{L.llama_model_size(model)}".encode())
+    return h.hexdigest()
+
+
+def _meta_at(getter: Any, model: Any, i: int) -> bytes:
+    """One metadata key or value by index (``getter`` says which)."""
+    size = 256
+    for _ in range(2):
+        buf = ctypes.create_string_buffer(size)
+        n = getter(model, i, buf, size)
+        if n < 0:
+            return b""
+        if n < size:
+            return buf.value
+        size = n + 1
+    return buf.value
 
 
 def default_threads() -> int:

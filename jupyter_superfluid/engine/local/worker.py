@@ -13,8 +13,10 @@ the event loop only ever enqueues work and reads finished events.
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,42 +32,20 @@ from ..base import (
     PromptEvaluated,
     TokenGenerated,
 )
-from .cache import PrefixCache, Slot
+from .cache import RESTORE_TOKENS_PER_SAVED, PrefixCache, Slot
+from .kvdisk import DiskTier
+from .kvmemory import LlamaMemory, Staged
 from .native import Vocab
+from .prefix_index import block_hashes
 from .sampling import Sampler, TextDecoder
 
 log = logging.getLogger(__name__)
 
-
-class _LlamaMemory:
-    """``KVMemory`` over a context's ``llama_memory_t``."""
-
-    def __init__(self, ctx: Any) -> None:
-        self._ctx = ctx
-        self._mem = L.llama_get_memory(ctx)
-
-    def remove(self, seq_id: int, p0: int, p1: int) -> None:
-        """Drop positions [p0, p1) of a sequence."""
-        if not L.llama_memory_seq_rm(self._mem, seq_id, p0, p1):
-            raise EngineError(f"cannot trim KV sequence {seq_id} at {p0}")
-
-    def copy(self, src: int, dst: int, p0: int, p1: int) -> None:
-        """Share ``src``'s cells at [p0, p1) with ``dst``."""
-        L.llama_memory_seq_cp(self._mem, src, dst, p0, p1)
-
-    def save(self, seq_id: int) -> bytearray:
-        """The sequence's cells, serialized (llama_state_seq_get_data)."""
-        state = bytearray(L.llama_state_seq_get_size(self._ctx, seq_id))
-        view = (ctypes.c_uint8 * len(state)).from_buffer(state)
-        written = L.llama_state_seq_get_data(self._ctx, view, len(state), seq_id)
-        del view  # release the export so the bytearray can be resized
-        del state[written:]
-        return state
-
-    def load(self, seq_id: int, state: bytearray) -> bool:
-        """Restore a saved sequence into ``seq_id``; False when the KV has no room."""
-        view = (ctypes.c_uint8 * len(state)).from_buffer(state)
-        return bool(L.llama_state_seq_set_data(self._ctx, view, len(state), seq_id))
+# Decodes of at least this many tokens time prompt evaluation (for the park policy).
+_TIMED_BATCH = 64
+# Closing writes kept states to disk for at most this long (an engine process
+# is killed if it takes more than 10 s to exit).
+CLOSE_FLUSH_S = 5.0
 
 
 @dataclass(eq=False)
@@ -87,6 +67,10 @@ class Sequence:
     suffix: tuple[int, ...] = ()  # fed into the cache after an end-of-generation token
     closing: bool = False  # finished, still feeding its last token and suffix
     media: tuple[tuple[int, Any], ...] = ()  # (prompt position, media.MediaPiece)
+    retain: bool = False  # keep its state when moved out: a stored response points at it
+    hashes: list[int] | None = None  # the prompt's block hashes (prefix_index)
+    staging: bool = False  # its cached prefix is being read from disk
+    staged: Staged | None = None  # what that read brought back
 
     def cancel(self) -> None:
         """Stop before the next token (called from any thread)."""
@@ -115,6 +99,7 @@ class Worker:
         context_size: int,
         name: str,
         park_bytes: int = 0,
+        store: DiskTier | None = None,
         n_embd: int = 0,
         media_non_causal: bool = False,
         after_step: Callable[[], None] | None = None,
@@ -124,8 +109,13 @@ class Worker:
         self._vocab = vocab
         self._n_batch = n_batch
         self._context_size = context_size
+        self._store = store
         self.cache = PrefixCache(
-            n_slots, _LlamaMemory(ctx), kv_cells=L.llama_n_ctx(ctx), park_bytes=park_bytes
+            n_slots,
+            LlamaMemory(ctx),
+            kv_cells=L.llama_n_ctx(ctx),
+            park_bytes=park_bytes,
+            store=store,
         )
         self._batch = L.llama_batch_init(n_batch, 0, 1)
         # Media embeddings go through a batch of their own (a batch holds tokens
@@ -138,6 +128,8 @@ class Worker:
         self._waiting: deque[Sequence] = deque()
         self._active: list[Sequence] = []
         self._stopping = False
+        self._unflushed = False  # a finished turn's state may not be on disk yet
+        self._poked = False
         self.prompt_tokens_evaluated = 0
         self.tokens_generated = 0
         self.decode_calls = 0
@@ -150,6 +142,12 @@ class Worker:
             if self._stopping:
                 raise EngineError("the engine is closed")
             self._incoming.append(seq)
+            self._cond.notify()
+
+    def poke(self) -> None:
+        """The engine's counters changed off the loop (a disk write): report them (any thread)."""
+        with self._cond:
+            self._poked = True
             self._cond.notify()
 
     def stop(self) -> None:
@@ -177,18 +175,65 @@ class Worker:
                 self._finish(seq, "cancelled")
             if self._after_step is not None:
                 self._after_step()
+            self._flush_all()
             L.llama_batch_free(self._batch)
             if self._embd_batch is not None:
                 L.llama_batch_free(self._embd_batch)
 
     def _next_round(self) -> bool:
-        """Block until there is work; move submissions to the waiting line."""
+        """Block until there is work; idle, write kept turns to disk. False once stopping."""
+        while True:
+            with self._cond:
+                fresh = list(self._incoming)
+                self._waiting.extend(fresh)
+                self._incoming.clear()
+                if self._stopping:
+                    return False
+                poked, self._poked = self._poked, False
+                if not (fresh or poked or self._unflushed or self._ready()):
+                    self._cond.wait()
+                    continue
+            if fresh:
+                self._stage(fresh)
+            if self._ready() or poked:
+                return True  # a poke: a step with nothing to run, then after_step reports
+            if not fresh:
+                self._unflushed = self.cache.flush_one()
+
+    def _ready(self) -> bool:
+        """Whether a step has something to run (sequences waiting on disk reads do not)."""
+        return bool(self._active) or any(not s.staging for s in self._waiting)
+
+    def _stage(self, fresh: list[Sequence]) -> None:
+        """Start reading from disk the cached prefixes that beat what memory holds."""
+        if self._store is None:
+            return
+        for seq in fresh:
+            seq.hashes = block_hashes(seq.prompt)
+            tokens, lcp = self._store.best(seq.prompt, seq.hashes)
+            gain = min(lcp, len(seq.prompt) - 1) - self.cache.memory_match(seq.prompt, seq.hashes)
+            if gain <= 0 or gain * RESTORE_TOKENS_PER_SAVED < len(tokens):
+                continue
+            seq.staging = True
+            self._store.read(tokens, functools.partial(self._staged, seq))
+
+    def _staged(self, seq: Sequence, staged: Staged | None) -> None:
+        """A disk read finished (on the reader thread): the sequence may be admitted."""
         with self._cond:
-            while not (self._stopping or self._incoming or self._waiting or self._active):
-                self._cond.wait()
-            self._waiting.extend(self._incoming)
-            self._incoming.clear()
-            return not self._stopping
+            seq.staged = staged
+            seq.staging = False
+            self._cond.notify()
+
+    def _flush_all(self) -> None:
+        """Closing: hand the disk every kept state it does not hold yet, for a few seconds."""
+        if self._store is None:
+            return
+        deadline = time.monotonic() + CLOSE_FLUSH_S
+        try:
+            while time.monotonic() < deadline and self.cache.flush_one(wait=True):
+                pass
+        except Exception:  # closing goes on whatever the disk does
+            log.exception("writing kept KV state at close failed")
 
     def _step(self) -> None:
         """Admit, decode one batch, sample."""
@@ -196,14 +241,17 @@ class Worker:
             self._finish(seq, "cancelled")
         closing = {s.slot.seq_id for s in self._active if s.closing and s.slot is not None}
         admitted = False
-        while self._waiting and self.cache.has_idle():
+        for seq in [s for s in self._waiting if not s.staging]:
+            if not self.cache.has_idle():
+                break
             # A turn that continues a conversation still being closed waits one
             # step, then finds its whole history in place.
             if closing:
-                slot, reusable, _ = self.cache.best_match(self._waiting[0].prompt)
+                slot, reusable, _ = self.cache.best_match(seq.prompt)
                 if reusable and slot.seq_id in closing:
                     break
-            self._admit(self._waiting.popleft())
+            self._waiting.remove(seq)
+            self._admit(seq)
             admitted = True
         if admitted:
             # Idle conversations' cells would be attended over by every running
@@ -250,7 +298,10 @@ class Worker:
 
     def _admit(self, seq: Sequence) -> None:
         """Give a sequence its slot and reuse the cached prefix."""
-        placement = self.cache.place(seq.prompt, self._protected())
+        placement = self.cache.place(
+            seq.prompt, self._protected(), retain=seq.retain, hashes=seq.hashes, staged=seq.staged
+        )
+        seq.staged = None  # used or not, the copy read from disk is done with
         assert placement is not None  # has_idle() was checked
         seq.slot, seq.cached = placement.slot, placement.reused
         seq.pending = list(seq.prompt[placement.reused :])
@@ -295,9 +346,12 @@ class Worker:
     def _decode(self, fed: list[_Fed], batch: Any) -> bool:
         """Run the batch; on a full KV cache evict idle slots (LRU) and retry."""
         while True:
+            started = time.perf_counter()
             rc = L.llama_decode(self._ctx, batch)
             self.decode_calls += 1
             if rc == 0:
+                if batch.n_tokens >= _TIMED_BATCH:  # mostly prompt: what evaluating costs
+                    self.cache.costs.note_eval(batch.n_tokens, time.perf_counter() - started)
                 return True
             if rc == 1 and self.cache.evict_one():
                 continue
@@ -383,6 +437,7 @@ class Worker:
             if clear:
                 self.cache.clear(seq.slot)
             self.cache.release(seq.slot)
+            self._unflushed = self._store is not None
             seq.slot = None
         seq.sampler.free()
         if not seq.finished:

@@ -49,7 +49,7 @@ class EngineServer:
         self.closing = threading.Event()
         self._sequences: dict[int, Sequence] = {}
         self._outbox: list[tuple[Any, ...]] = []
-        self._stats: dict[str, int] | None = None
+        self._stats: dict[str, object] | None = None
         self._stats_due = True
         self._stats_at = 0.0
         self._lock = threading.Lock()  # the outbox and writes on the control socket
@@ -68,6 +68,10 @@ class EngineServer:
             return True
 
         return emit
+
+    def counters_moved(self) -> None:
+        """The engine's counters changed between steps (a disk write): send them next flush."""
+        self._stats_due = True
 
     def flush(self) -> None:
         """Send what the last step produced, with the counters when they are due and moved.
@@ -205,7 +209,9 @@ def main(argv: list[str] | None = None) -> int:
         name = f"calls-{i}"
         threading.Thread(target=server.serve_calls, args=(sock,), name=name, daemon=True).start()
     try:
-        engine = LlamaEngine.load(model_id, path, after_step=server.flush, **options)
+        engine = LlamaEngine.load(
+            model_id, path, after_step=server.flush, on_counters=server.counters_moved, **options
+        )
     except Exception as err:
         server.send(("load_failed", wire.error_to_wire(err)))
         return 1

@@ -107,7 +107,7 @@ class EngineProcess:
         self.process = process
         self.pid = process.pid
         self.info: ModelInfo | None = None
-        self.stats: dict[str, int] = {}
+        self.stats: dict[str, object] = {}
         self.streams: dict[int, Stream] = {}
         self.log_tail: deque[str] = deque(maxlen=LOG_LINES_KEPT)
         self.dead = False  # its exit has been seen

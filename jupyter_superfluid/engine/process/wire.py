@@ -145,12 +145,13 @@ def request_to_wire(request: GenerateRequest) -> tuple[Any, ...]:
         sampling,
         pack_tokens(request.cache_suffix),
         media,
+        request.retain,
     )
 
 
 def request_from_wire(data: Sequence[Any]) -> GenerateRequest:
     """The inverse of ``request_to_wire``."""
-    prompt, (temperature, top_p, seed, max_tokens, grammar, bias), suffix, media = data
+    prompt, (temperature, top_p, seed, max_tokens, grammar, bias), suffix, media, retain = data
     sampling = SamplingParams(
         temperature, top_p, seed, max_tokens, grammar, dict(bias) if bias else None
     )
@@ -159,6 +160,7 @@ def request_from_wire(data: Sequence[Any]) -> GenerateRequest:
         sampling,
         cache_suffix=unpack_tokens(suffix),
         media=tuple(MediaRef(*m) for m in media),
+        retain=bool(retain),
     )
 
 

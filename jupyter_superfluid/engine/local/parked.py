@@ -1,0 +1,147 @@
+"""Saved KV states in host memory, and what saving and restoring them costs.
+
+``ParkedStates`` is the host-memory tier: an LRU bounded in bytes, found by
+token prefix through a ``BlockIndex`` (cheap at thousands of entries).
+
+``KVCosts`` keeps measured seconds per token of evaluating a prompt and of
+saving and restoring a state, so the cache can skip a park that would cost more
+than the evaluation it saves (on a GPU, evaluation can be cheaper than a copy).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from .kvmemory import KVState
+from .prefix_index import BLOCK, BlockIndex
+
+# A park must cost less than this share of evaluating the same tokens again.
+PARK_PAYS_BELOW = 0.5
+_EWMA = 0.2  # weight of the newest measurement
+
+
+class ParkedStates:
+    """Saved KV states of idle conversations, least recently used first out.
+
+    Entries also remember whether the disk tier holds them: one that falls out
+    and is not on disk is handed back, for the caller to write (write-back).
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[tuple[int, ...], KVState] = OrderedDict()
+        self._index: BlockIndex[tuple[int, ...], tuple[int, ...]] = BlockIndex()
+        self._unstored: dict[tuple[int, ...], None] = {}  # not on disk, oldest first
+        self.bytes = 0
+        self.evicted = 0  # entries dropped for room
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def put(
+        self, tokens: tuple[int, ...], state: KVState, *, stored: bool = False
+    ) -> list[tuple[tuple[int, ...], KVState]] | None:
+        """Keep ``state`` for ``tokens``; the entries not on disk that fell out for it.
+
+        States it subsumes (of a prefix of ``tokens``) go without a word:
+        restoring this one serves their prompts too. None when ``state`` is too
+        big or ``tokens`` too short to keep.
+        """
+        if len(state) > self.max_bytes or len(tokens) < BLOCK:
+            return None
+        self.take(tokens)
+        for older in self._index.prefixes_of(tokens):
+            self.take(older)
+        self._index.add(tokens, tokens)
+        self._entries[tokens] = state
+        if not stored:
+            self._unstored[tokens] = None
+        self.bytes += len(state)
+        dropped = []
+        while self.bytes > self.max_bytes:
+            oldest = next(iter(self._entries))
+            unstored = oldest in self._unstored
+            state = self.take(oldest)  # type: ignore[assignment]
+            self.evicted += 1
+            if unstored:
+                dropped.append((oldest, state))
+        return dropped
+
+    def best_match(
+        self, prompt: tuple[int, ...], hashes: list[int] | None = None
+    ) -> tuple[tuple[int, ...], int]:
+        """The parked tokens sharing the longest prefix with ``prompt`` and that length."""
+        key, lcp = self._index.best(prompt, hashes)
+        return (key, lcp) if key is not None else ((), 0)
+
+    def take(self, tokens: tuple[int, ...]) -> KVState | None:
+        """Remove and return the state parked for ``tokens``."""
+        state = self._entries.pop(tokens, None)
+        if state is not None:
+            self.bytes -= len(state)
+            self._index.remove(tokens)
+            self._unstored.pop(tokens, None)
+        return state
+
+    def is_stored(self, tokens: tuple[int, ...]) -> bool:
+        """Whether the disk holds the parked ``tokens`` (as far as this tier knows)."""
+        return tokens in self._entries and tokens not in self._unstored
+
+    def newest_unstored(self) -> tuple[tuple[int, ...], KVState] | None:
+        """The most recently parked entry the disk does not hold yet."""
+        if not self._unstored:
+            return None
+        tokens = next(reversed(self._unstored))
+        return tokens, self._entries[tokens]
+
+    def mark_stored(self, tokens: tuple[int, ...]) -> None:
+        """The disk now holds ``tokens``."""
+        self._unstored.pop(tokens, None)
+
+
+class KVCosts:
+    """Measured seconds per token: prompt evaluation, state save, state restore."""
+
+    def __init__(self) -> None:
+        self.eval_s: float | None = None
+        self.save_s: float | None = None
+        self.load_s: float | None = None
+
+    @staticmethod
+    def _mix(old: float | None, seconds: float, tokens: int) -> float:
+        per_token = seconds / tokens
+        return per_token if old is None else (1 - _EWMA) * old + _EWMA * per_token
+
+    def note_eval(self, tokens: int, seconds: float) -> None:
+        """A decode of ``tokens`` prompt tokens took ``seconds``."""
+        if tokens > 0:
+            self.eval_s = self._mix(self.eval_s, seconds, tokens)
+
+    def note_save(self, tokens: int, seconds: float) -> None:
+        """Saving a state of ``tokens`` tokens took ``seconds``."""
+        if tokens > 0:
+            self.save_s = self._mix(self.save_s, seconds, tokens)
+
+    def note_load(self, tokens: int, seconds: float) -> None:
+        """Restoring a state of ``tokens`` tokens took ``seconds``."""
+        if tokens > 0:
+            self.load_s = self._mix(self.load_s, seconds, tokens)
+
+    def park_pays(self) -> bool:
+        """Whether saving and later restoring costs less than evaluating again (True unmeasured)."""
+        if self.eval_s is None or self.save_s is None:
+            return True
+        copy = self.save_s + (self.load_s if self.load_s is not None else self.save_s)
+        return copy < PARK_PAYS_BELOW * self.eval_s
+
+    def to_json(self) -> dict[str, float | None]:
+        """Microseconds per token, for the models endpoint."""
+
+        def us(v: float | None) -> float | None:
+            return None if v is None else round(v * 1e6, 3)
+
+        return {
+            "eval_us_per_token": us(self.eval_s),
+            "save_us_per_token": us(self.save_s),
+            "restore_us_per_token": us(self.load_s),
+        }
