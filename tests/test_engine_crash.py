@@ -69,21 +69,41 @@ def test_a_responses_stream_ends_failed_and_nothing_is_stored(sf_start_standalon
     server = sf_start_standalone()
     pid = engine_pid(server)
     before = stored_rows(server)
-    stream = client_for(server).responses.create(model=CHATML, input="go", stream=True, **LONG)
-    events = []
-    for event in stream:
-        events.append(event)
-        if event.type == "response.output_text.delta" and len(events) == 8:
-            os.kill(pid, signal.SIGKILL)
-    types = [e.type for e in events]
-    assert types[0] == "response.created" and types[-2:] == ["error", "response.failed"]
-    error, failed = events[-2], events[-1]
-    assert error.code == "engine_crashed"
-    assert f"(pid {pid}) was killed by SIGKILL" in error.message
-    assert failed.response.status == "failed" and failed.response.error.code == "engine_crashed"
+    body = {"model": CHATML, "input": "go", "stream": True, "max_output_tokens": 1800}
+    events: list[tuple[str, dict[str, Any]]] = []
+    with httpx.stream(
+        "POST", server.base_url + "/responses", json={**body, "logit_bias": NO_EOS}, timeout=120
+    ) as r:
+        for name, data in sse_events(r):
+            events.append((name, data))
+            if name == "response.output_text.delta" and len(events) == 8:
+                os.kill(pid, signal.SIGKILL)
+    names = [name for name, _ in events]
+    assert names[0] == "response.created" and names[-2:] == ["error", "response.failed"]
+    error, failed = events[-2][1], events[-1][1]
+    # OpenAI's top-level fields and OpenResponses' error payload say the same.
+    assert error["code"] == error["error"]["code"] == "engine_crashed"
+    assert f"(pid {pid}) was killed by SIGKILL" in error["message"]
+    assert failed["response"]["status"] == "failed"
+    assert failed["response"]["error"]["code"] == "engine_crashed"
     assert stored_rows(server) == before  # no session, no response
     with pytest.raises(openai.NotFoundError):
-        client_for(server).responses.retrieve(failed.response.id)
+        client_for(server).responses.retrieve(failed["response"]["id"])
+    assert_back(server, pid)
+
+
+def test_the_openai_sdk_raises_the_crash_of_a_responses_stream(sf_start_standalone: Any) -> None:
+    server = sf_start_standalone()
+    pid = engine_pid(server)
+    stream = client_for(server).responses.create(model=CHATML, input="go", stream=True, **LONG)
+    seen = []
+    with pytest.raises(openai.APIError) as info:
+        for event in stream:
+            seen.append(event.type)
+            if event.type == "response.output_text.delta" and len(seen) == 8:
+                os.kill(pid, signal.SIGKILL)
+    assert seen[0] == "response.created" and len(seen) >= 8
+    assert info.value.code == "engine_crashed" and "SIGKILL" in info.value.message
     assert_back(server, pid)
 
 
@@ -134,8 +154,8 @@ def test_a_request_without_stream_gets_503_engine_crashed(sf_start_standalone: A
     assert_back(server, pid)
 
 
-def lmsp_events(response: httpx.Response) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(name, data) of every event of an LMSP stream, as it arrives."""
+def sse_events(response: httpx.Response) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(name, data) of every event of a stream (either protocol), as it arrives."""
     name = ""
     for line in response.iter_lines():
         if line.startswith("event: "):
@@ -161,10 +181,11 @@ def test_lmsp_streams_and_tasks_end_failed(sf_start_standalone: Any) -> None:
     seen: list[tuple[str, dict[str, Any]]] = []
     with httpx.stream("POST", url + "/responses", json=body, timeout=120) as r:
         assert r.status_code == 200, r.read()
-        for event in lmsp_events(r):
+        for event in sse_events(r):
             seen.append(event)
-            if sum(name == "response.output_text.delta" for name, _ in seen) == 3:
-                os.kill(pid, signal.SIGKILL)
+            deltas = sum(name == "response.output_text.delta" for name, _ in seen)
+            if deltas == 3 and event[0] == "response.output_text.delta":
+                os.kill(pid, signal.SIGKILL)  # once: the third delta
     name, final = seen[-1]
     assert seen[0][0] == "response.created" and name == "response.failed"
     assert final["error"]["code"] == "engine_crashed" and final["error"]["status"] == 503
@@ -304,14 +325,17 @@ def test_a_generation_waiting_for_a_slot_still_opens_then_fails(sf_start_standal
     server = sf_start_standalone("--cache-slots=1")
     url = server.url + "/lmsp/v1"
     pid = engine_pid(server)
-    first: list[Any] = []
-    stream = client_for(server).responses.create(model=CHATML, input="go", stream=True, **LONG)
+    first: list[str] = []
     started = threading.Event()
+    long = {"model": CHATML, "input": "go", "stream": True, "max_output_tokens": 1800}
 
     def drain() -> None:
-        for event in stream:
-            first.append(event)
-            started.set()
+        with httpx.stream(
+            "POST", server.base_url + "/responses", json={**long, "logit_bias": NO_EOS}, timeout=120
+        ) as r:
+            for name, _ in sse_events(r):
+                first.append(name)
+                started.set()
 
     reader = threading.Thread(target=drain)
     reader.start()
@@ -331,7 +355,7 @@ def test_a_generation_waiting_for_a_slot_still_opens_then_fails(sf_start_standal
     reader.join()
     wait_until(lambda: status() == "failed", "the task fails")
     with httpx.stream("GET", f"{url}/tasks/{task['id']}/events", timeout=30) as r:
-        events = [name for name, _ in lmsp_events(r)]
+        events = [name for name, _ in sse_events(r)]
     assert events == ["response.created", "response.failed"]  # opened, though never started
-    assert [e.type for e in first][-2:] == ["error", "response.failed"]
+    assert first[-2:] == ["error", "response.failed"]
     assert generated > 0
