@@ -15,7 +15,17 @@ from typing import Any
 BENCH_DIR = Path(__file__).resolve().parent
 CACHE_DIR = BENCH_DIR / ".cache"
 RESULTS_DIR = BENCH_DIR / "results"
-SCENARIOS = ("warm", "interleaved", "fanout", "streaming", "concurrency", "jupyter", "remote")
+SCENARIOS = (
+    "warm",
+    "interleaved",
+    "fanout",
+    "streaming",
+    "concurrency",
+    "jupyter",
+    "remote",
+    "restart",
+    "soak",
+)
 
 
 @dataclass(frozen=True)
@@ -74,6 +84,11 @@ class BenchConfig:
     jupyter_stream_tokens: int = 384
     status_samples: int = 200
     llama_server_slots: tuple[int, ...] = (4, 8)
+    restart_histories: tuple[int, ...] = (1024, 2048, 4096)
+    soak_clients: int = 8
+    soak_seconds: float = 300.0  # the mixed load with the defaults (parking, disk)
+    soak_baseline_seconds: float = 120.0  # the same load with no parking and no disk tier
+    soak_windows: int = 5  # throughput is reported per window
 
     def to_json(self) -> dict[str, Any]:
         """The configuration as plain JSON values."""
@@ -111,4 +126,9 @@ def tiny() -> BenchConfig:
         jupyter_stream_tokens=256,
         status_samples=20,
         llama_server_slots=(2,),
+        restart_histories=(128, 256),
+        soak_clients=4,
+        soak_seconds=6.0,
+        soak_baseline_seconds=6.0,
+        soak_windows=2,
     )

@@ -44,9 +44,17 @@ class Context:
         """A fresh async HTTP client (use it in ``async with``)."""
         return new_client()
 
-    async def superfluid(self, kv_tokens: int = 0) -> Server:
-        """A fresh, warmed-up standalone superfluid server (the caller stops it)."""
-        server = servers.start_superfluid(self.cfg, self.model, self.workdir, kv_tokens)
+    async def superfluid(
+        self, kv_tokens: int = 0, extra: tuple[str, ...] = (), sessions: Path | None = None
+    ) -> Server:
+        """A warmed-up standalone superfluid server (the caller stops it).
+
+        ``extra``: more flags; ``sessions``: the store (and KV files) to serve,
+        by default a fresh one.
+        """
+        server = servers.start_superfluid(
+            self.cfg, self.model, self.workdir, kv_tokens, extra=extra, sessions=sessions
+        )
         found = re.search(r"window (\d+), (\d+) slots, (\d+) KV cells", server.log_path.read_text())
         if found:
             key = f"superfluid_kv_cells_{kv_tokens or 'default'}"

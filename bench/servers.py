@@ -35,12 +35,42 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (the engine runs in a child of the server)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            ppid = int(stat.read_text().rpartition(")")[2].split()[1])
+            children.setdefault(ppid, []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        out.append(current)
+        todo.extend(children.get(current, ()))
+    return out
+
+
+def _tree_sum(pid: int, measure: Callable[[int], float]) -> float:
+    """``measure`` summed over ``pid`` and its descendants (ones that just ended count 0)."""
+    total = 0.0
+    for p in process_tree(pid):
+        with contextlib.suppress(OSError, RuntimeError):
+            total += measure(p)
+    return total
+
+
 def rss_bytes(pid: int) -> int:
     """Resident memory of process ``pid`` (VmRSS from /proc), in bytes."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time process ``pid`` has used (user + system, from /proc), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -59,8 +89,12 @@ class Server:
         return self.process.pid
 
     def rss(self) -> int:
-        """The server's resident memory, in bytes."""
-        return rss_bytes(self.pid)
+        """The server's resident memory with its engine processes', in bytes."""
+        return int(_tree_sum(self.pid, rss_bytes))
+
+    def cpu(self) -> float:
+        """The CPU time of the server and its engine processes so far, in seconds."""
+        return _tree_sum(self.pid, cpu_seconds)
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after 20 s."""
@@ -124,9 +158,23 @@ def superfluid_args(cfg: BenchConfig, model: Path, kv_tokens: int) -> list[str]:
     return args + ([f"--kv-tokens={kv_tokens}"] if kv_tokens else [])
 
 
-def start_superfluid(cfg: BenchConfig, model: Path, workdir: Path, kv_tokens: int = 0) -> Server:
-    """The standalone superfluid server on a fresh store (``kv_tokens`` 0: its default)."""
+def start_superfluid(
+    cfg: BenchConfig,
+    model: Path,
+    workdir: Path,
+    kv_tokens: int = 0,
+    extra: tuple[str, ...] = (),
+    sessions: Path | None = None,
+) -> Server:
+    """The standalone superfluid server (``kv_tokens`` 0: its default).
+
+    ``extra``: more flags, replacing the defaults they name (``--threads=1``);
+    ``sessions``: the store to serve (default: a fresh one), so that a restarted
+    server can continue what the one before it stored.
+    """
     port = free_port()
+    named = {flag.split("=", 1)[0] for flag in extra}
+    defaults = superfluid_args(cfg, model, kv_tokens or cfg.kv_tokens)
     cmd = [
         sys.executable,
         "-m",
@@ -134,9 +182,10 @@ def start_superfluid(cfg: BenchConfig, model: Path, workdir: Path, kv_tokens: in
         "serve",
         f"--port={port}",
         "--host=127.0.0.1",
-        f"--sessions-dir={workdir / f'sessions-{port}'}",
+        f"--sessions-dir={sessions or workdir / f'sessions-{port}'}",
         f"--model-cache-dir={workdir / 'model-cache'}",
-        *superfluid_args(cfg, model, kv_tokens or cfg.kv_tokens),
+        *(flag for flag in defaults if flag.split("=", 1)[0] not in named),
+        *extra,
     ]
     return _launch("superfluid", cmd, workdir, port, _superfluid_loaded("", {}))
 

@@ -6,7 +6,9 @@ Conversations get a history of the configured length on superfluid (4, then
 whole (its one sequence holds the conversation it served last, so every turn
 after a switch is a full prompt); and, with
 ``--with-llama-server``, llama.cpp's C++ server with one slot per
-conversation (after one unmeasured round that fills its slots).
+conversation (after one unmeasured round that fills its slots). The same
+superfluid rounds run again on a server that parks nothing (``--cache-ram 0
+--cache-disk 0``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ..turns import BUILD_OUTPUT_TOKENS, SHORT, chat_build_turn, sf_build_turn, 
 from .common import Section, median_of, ratio_of, spread, times, ttft_summary
 
 REPLY_ALLOWANCE = 50
+NO_PARKING = ("--cache-ram=0", "--cache-disk=0")
 
 
 def _user(ctx: Context, conv: int, rnd: int) -> str:
@@ -94,6 +97,29 @@ async def _measure(ctx: Context) -> tuple[list[Conversation], dict[int, dict[str
     return base, out
 
 
+async def _no_parking(ctx: Context) -> dict[int, list[StreamResult]]:
+    """The same superfluid rounds on a server that parks nothing (``--cache-ram 0``, no disk)."""
+    cfg = ctx.cfg
+    server = await ctx.superfluid(cfg.interleaved_kv_tokens, extra=NO_PARKING)
+    convs: list[Conversation] = []
+    out: dict[int, list[StreamResult]] = {}
+    try:
+        async with ctx.http() as http:
+            for first, count in enumerate(cfg.interleaved_counts):
+                await _build(ctx, http, server, convs, count)
+                out[count] = []
+                for rnd in range(
+                    first * cfg.interleaved_rounds, (first + 1) * cfg.interleaved_rounds
+                ):
+                    for i in range(count):
+                        user = _user(ctx, i, rnd)
+                        out[count].append(await _sf_turn(http, server, convs[i], user, rnd))
+    finally:
+        server.stop()
+    ctx.log("interleaved: measured without parking")
+    return out
+
+
 async def _chat_rounds(
     ctx: Context, server: Server, convs: list[Conversation], rounds: int, first: int
 ) -> list[StreamResult]:
@@ -122,6 +148,7 @@ async def _llama_server(ctx: Context, base: list[Conversation], count: int) -> l
 async def run(ctx: Context) -> Section:
     """Measure round-robin TTFT against full resends; one table row per conversation count."""
     base, measured = await _measure(ctx)
+    plain = await _no_parking(ctx)
     section = Section(
         id="interleaved",
         title="2. Interleaved conversations: TTFT per turn, continued round-robin",
@@ -135,17 +162,22 @@ async def run(ctx: Context) -> Section:
             "speed-up vs llama_cpp.server",
             "llama-server (N slots)",
             "superfluid / llama-server",
+            "superfluid without parking",
+            "with / without parking",
         ],
     )
     for count in ctx.cfg.interleaved_counts:
         ls = await _llama_server(ctx, base, count)
         res = measured[count]
         data = _summarise(base[:count], res["superfluid"], res["llama_cpp"], ls)
+        data["no_parking"] = ttft_summary(plain[count])
+        data["parking_over_no_parking"] = ratio_of(data["superfluid"], data["no_parking"])
         section.data[str(count)] = data
         cells = [str(count), str(data["history_tokens"]), spread(data["superfluid"])]
         cells += [str(data["cached_tokens"]), spread(data["llama_cpp"])]
         cells += [times(data["speedup_vs_llama_cpp"]), spread(data["llama_server"])]
-        section.rows.append([*cells, times(data["superfluid_over_llama_server"])])
+        cells += [times(data["superfluid_over_llama_server"]), spread(data["no_parking"])]
+        section.rows.append([*cells, times(data["parking_over_no_parking"])])
     _judge(section, ctx.cfg.interleaved_counts)
     section.notes.append(
         f"superfluid: {ctx.cfg.interleaved_rounds} rounds per count; llama_cpp.server: the "

@@ -13,7 +13,9 @@ conversation resent:
   (its single-sequence cache then holds the history: its best case).
 
 Repetitions alternate between superfluid and its baselines, so a burst of load
-from elsewhere on a shared machine hits both sides alike.
+from elsewhere on a shared machine hits both sides alike. The same conversation
+and warm turns then run on a server that parks nothing (``--cache-ram 0
+--cache-disk 0``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from ..turns import chat_whole, sf_build_turn, sf_continue
 from .common import Section, cold_turn, median_of, ratio_of, spread, times, ttft_summary
 
 REPLY_ALLOWANCE = 40  # tokens a building turn's reply and template add, about
+NO_PARKING = ("--cache-ram=0", "--cache-disk=0")
 
 
 @dataclass
@@ -110,9 +113,36 @@ async def _measure(ctx: Context) -> tuple[list[Checkpoint], Measured]:
     return points, measured
 
 
+async def _no_parking(ctx: Context, points: list[Checkpoint]) -> dict[int, list[StreamResult]]:
+    """The same conversation and warm turns on a server that parks nothing."""
+    server = await ctx.superfluid(extra=NO_PARKING)
+    chain, out = Conversation("chain"), {}
+    try:
+        async with ctx.http() as http:
+            for i, p in enumerate(points):
+                size = max(16, p.target - chain.tokens - REPLY_ALLOWANCE)
+                await sf_build_turn(http, server, chain, ctx.tokenizer.text(size, seed=1000 + i))
+                out[p.target] = [
+                    await sf_continue(
+                        http,
+                        server,
+                        chain.response_id or "",
+                        user,
+                        max_tokens=ctx.cfg.ttft_output_tokens,
+                        seed=rep,
+                    )
+                    for rep, user in enumerate(p.users)
+                ]
+    finally:
+        server.stop()
+    ctx.log("warm: measured without parking")
+    return out
+
+
 async def run(ctx: Context) -> Section:
     """Measure warm continuation against cold resends; one table row per history length."""
     points, m = await _measure(ctx)
+    plain = await _no_parking(ctx, points)
     section = Section(
         id="warm",
         title="1. Warm continuation: TTFT of turn N by history length",
@@ -127,10 +157,12 @@ async def run(ctx: Context) -> Section:
             "llama_cpp.server continued",
             "warm / llama_cpp continued",
             "cached tokens (warm)",
+            "warm without parking",
         ],
     )
     for p in points:
         data = _point(p, m)
+        data["warm_no_parking"] = ttft_summary(plain[p.target])
         section.data[str(p.target)] = data
         section.rows.append(
             [
@@ -143,6 +175,7 @@ async def run(ctx: Context) -> Section:
                 spread(data["llama_cpp_continued"]),
                 times(data["warm_over_llama_cpp_continued"]),
                 str(data["cached_tokens"]),
+                spread(data["warm_no_parking"]),
             ]
         )
     _judge(section, points)

@@ -42,9 +42,6 @@ from .prefix_index import BLOCK, PrefixCounter, block_hashes, common_prefix
 # Idle slots holding at most this many cells of their own stay resident: their
 # attention cost is small, and parking them would copy their whole history.
 PARK_MIN_OWN_TOKENS = 256
-# A restore copies the whole parked state; it must save at least one prompt
-# token of evaluation per this many tokens copied (prefill costs ~100x a copy).
-RESTORE_TOKENS_PER_SAVED = 64
 
 
 @dataclass(eq=False)
@@ -180,11 +177,12 @@ class PrefixCache:
         tier = "ram"
         if staged is not None:
             staged_lcp = common_prefix(staged.tokens, prompt)
+            if staged.seconds:
+                self.costs.note_read(len(staged.tokens), staged.seconds)
             if staged_lcp > lcp:
                 tokens, lcp, tier = staged.tokens, staged_lcp, "disk"
         lcp = min(lcp, len(prompt) - 1)
-        gain = lcp - resident_lcp
-        if gain <= 0 or gain * RESTORE_TOKENS_PER_SAVED < len(tokens):
+        if not self.costs.restore_pays(lcp - resident_lcp, len(tokens), disk=tier == "disk"):
             return None
         stored = tier == "disk" or self.parked.is_stored(tokens)
         state = self.parked.take(tokens) if tier == "ram" else staged.state  # type: ignore[union-attr]
@@ -366,6 +364,17 @@ class PrefixCache:
             return True
         return False
 
+    def unsaved(self) -> int:
+        """Kept states the disk does not hold yet (what a crash now would lose)."""
+        slots = sum(
+            1
+            for s in self.slots
+            if len(s.tokens) >= BLOCK
+            and s.keep >= len(s.tokens) > s.persisted
+            and min(s.tokens) >= 0
+        )
+        return slots + self.parked.unstored
+
     def release(self, slot: Slot) -> None:
         """The slot's sequence finished; its KV stays as cache."""
         if slot.retaining:
@@ -401,5 +410,6 @@ class PrefixCache:
             "ram_states": len(self.parked),
             "ram_bytes": self.parked.bytes,
             "ram_evicted": self.parked.evicted,
+            "unsaved": self.unsaved() if self.store is not None else 0,
             **self.costs.to_json(),
         }

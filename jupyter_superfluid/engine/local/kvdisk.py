@@ -23,6 +23,7 @@ import contextlib
 import logging
 import os
 import threading
+import time
 from array import array
 from collections import OrderedDict, deque
 from collections.abc import Callable
@@ -210,6 +211,7 @@ class DiskTier:
         """The checked state of ``tokens``, or None (a bad file is deleted)."""
         name = file_name(tokens)
         path = self.dir / name
+        started = time.perf_counter()
         try:
             header, state = read_state(path, self.identity)
             if header.tokens != tokens:
@@ -224,7 +226,7 @@ class DiskTier:
         with contextlib.suppress(OSError):
             os.utime(path)  # the LRU order outlives the process
         self.reads += 1
-        return Staged(tokens, state)
+        return Staged(tokens, state, time.perf_counter() - started)
 
     def reject(self, tokens: tuple[int, ...]) -> None:
         """The file for ``tokens`` is bad: delete it."""

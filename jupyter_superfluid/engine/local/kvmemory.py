@@ -84,6 +84,7 @@ class Staged:
 
     tokens: tuple[int, ...]
     state: KVState
+    seconds: float = 0.0  # what reading and checking it took
 
 
 class LlamaMemory:

@@ -15,6 +15,10 @@ from collections import OrderedDict
 from .kvmemory import KVState
 from .prefix_index import BLOCK, BlockIndex
 
+# Until measured: a restore must save one prompt token of evaluation per this many
+# tokens copied back from host memory, or read from disk.
+RESTORE_TOKENS_PER_SAVED = 64
+RESTORE_DISK_TOKENS_PER_SAVED = 8
 # A park must cost less than this share of evaluating the same tokens again.
 PARK_PAYS_BELOW = 0.5
 _EWMA = 0.2  # weight of the newest measurement
@@ -83,6 +87,11 @@ class ParkedStates:
             self._unstored.pop(tokens, None)
         return state
 
+    @property
+    def unstored(self) -> int:
+        """Entries the disk does not hold."""
+        return len(self._unstored)
+
     def is_stored(self, tokens: tuple[int, ...]) -> bool:
         """Whether the disk holds the parked ``tokens`` (as far as this tier knows)."""
         return tokens in self._entries and tokens not in self._unstored
@@ -106,6 +115,7 @@ class KVCosts:
         self.eval_s: float | None = None
         self.save_s: float | None = None
         self.load_s: float | None = None
+        self.read_s: float | None = None  # reading and checking a file, per token
 
     @staticmethod
     def _mix(old: float | None, seconds: float, tokens: int) -> float:
@@ -127,6 +137,29 @@ class KVCosts:
         if tokens > 0:
             self.load_s = self._mix(self.load_s, seconds, tokens)
 
+    def note_read(self, tokens: int, seconds: float) -> None:
+        """Reading and checking the file of a ``tokens``-token state took ``seconds``."""
+        if tokens > 0:
+            self.read_s = self._mix(self.read_s, seconds, tokens)
+
+    def restore_pays(self, gain: int, tokens: int, *, disk: bool) -> bool:
+        """Whether restoring a ``tokens``-token state beats evaluating the ``gain`` it saves.
+
+        Measured costs decide once known; until then a restore must save one
+        token of evaluation per 64 tokens copied from memory (prefill costs
+        ~100x a copy), or per 8 read from disk.
+        """
+        if gain <= 0:
+            return False
+        copy = self.load_s if self.load_s is not None else self.save_s
+        read = self.read_s if disk else 0.0
+        if self.eval_s is None or copy is None or read is None:
+            return (
+                gain * (RESTORE_DISK_TOKENS_PER_SAVED if disk else RESTORE_TOKENS_PER_SAVED)
+                >= tokens
+            )
+        return gain * self.eval_s > tokens * (copy + read)
+
     def park_pays(self) -> bool:
         """Whether saving and later restoring costs less than evaluating again (True unmeasured)."""
         if self.eval_s is None or self.save_s is None:
@@ -144,4 +177,5 @@ class KVCosts:
             "eval_us_per_token": us(self.eval_s),
             "save_us_per_token": us(self.save_s),
             "restore_us_per_token": us(self.load_s),
+            "disk_read_us_per_token": us(self.read_s),
         }

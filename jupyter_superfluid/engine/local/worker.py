@@ -32,7 +32,7 @@ from ..base import (
     PromptEvaluated,
     TokenGenerated,
 )
-from .cache import RESTORE_TOKENS_PER_SAVED, PrefixCache, Slot
+from .cache import PrefixCache, Slot
 from .kvdisk import DiskTier
 from .kvmemory import LlamaMemory, Staged
 from .native import Vocab
@@ -212,7 +212,7 @@ class Worker:
             seq.hashes = block_hashes(seq.prompt)
             tokens, lcp = self._store.best(seq.prompt, seq.hashes)
             gain = min(lcp, len(seq.prompt) - 1) - self.cache.memory_match(seq.prompt, seq.hashes)
-            if gain <= 0 or gain * RESTORE_TOKENS_PER_SAVED < len(tokens):
+            if not self.cache.costs.restore_pays(gain, len(tokens), disk=True):
                 continue
             seq.staging = True
             self._store.read(tokens, functools.partial(self._staged, seq))
