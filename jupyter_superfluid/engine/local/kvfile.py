@@ -1,7 +1,7 @@
 """One KV state file: its format, how it is written atomically, and every check on reading.
 
 Layout: ``MAGIC``, a little-endian u32 header length, the header (JSON: the
-model identity, the number of token ids, the state's size, a BLAKE2b digest
+model identity, the number of token ids, the state's size, a SHA-256 digest
 of token ids and state), the token ids (int32, little-endian), the state (the
 bytes of ``llama_state_seq_get_data``). A file is named by a digest of its
 token ids, so a file whose header names other tokens, whose size or digest is
@@ -66,7 +66,9 @@ def dir_name(model_id: str, identity: dict[str, Any]) -> str:
 
 
 def _digest(token_bytes: bytes, state: memoryview) -> str:
-    h = hashlib.blake2b(token_bytes, digest_size=16)
+    # SHA-256: cryptographic, and the fastest such digest with SHA instructions in the
+    # CPU (1.7 GB/s here against 0.9 for BLAKE2b): a restore checks the whole state.
+    h = hashlib.sha256(token_bytes)
     h.update(state)
     return h.hexdigest()
 
