@@ -192,3 +192,14 @@ def test_a_prefix_that_recurs_is_kept(sf_make_engine: MakeEngine) -> None:
     assert engine.stats()["parked"] >= 1
     third = generate(engine, shared + chat_prompt(engine, "third"), seed=SEED, max_tokens=2)
     assert third.prompt.cached_tokens >= len(shared) // 32 * 32
+
+
+def test_an_unusable_kv_directory_costs_warmth_not_the_model(
+    sf_make_engine: MakeEngine, tmp_path: Path
+) -> None:
+    blocked = tmp_path / "kv"
+    blocked.write_text("a file where the directory should be")
+    engine = sf_make_engine(kv_dir=blocked)
+    assert "disk_states" not in engine.stats()
+    run = generate(engine, _conversation(engine, "alpha"), seed=SEED, max_tokens=3, retain=True)
+    assert run.finished.reason == "length"

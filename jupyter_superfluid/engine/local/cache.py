@@ -294,7 +294,7 @@ class PrefixCache:
             self._offer(old_tokens, old_state)
         return True
 
-    def _offer(self, tokens: tuple[int, ...], state: KVState, *, wait: bool = False) -> bool:
+    def _offer(self, tokens: tuple[int, ...], state: KVState, *, wait: float = 0.0) -> bool:
         """Hand ``state`` to the disk tier (written in the background); False if refused."""
         return self.store is not None and self.store.offer(tokens, state, wait=wait)
 
@@ -337,12 +337,12 @@ class PrefixCache:
             count += 1
         return count
 
-    def flush_one(self, *, wait: bool = False) -> bool:
+    def flush_one(self, *, wait: float = 0.0) -> bool:
         """Hand the disk one kept state it does not hold yet; False if none (or refused).
 
         Idle slots holding a retained turn come first (saved now), then states
-        parked in host memory. ``wait``: for room in the writer's queue (at
-        close) rather than give up.
+        parked in host memory. ``wait``: seconds to wait for room in the
+        writer's queue (at close) rather than give up at once.
         """
         if self.store is None:
             return False

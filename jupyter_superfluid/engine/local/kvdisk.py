@@ -135,19 +135,24 @@ class DiskTier:
 
     # -- writing ---------------------------------------------------------------
 
-    def offer(self, tokens: tuple[int, ...], state: KVState, *, wait: bool = False) -> bool:
-        """Queue ``state`` for writing; False when refused (closing, too big, writer behind)."""
+    def offer(self, tokens: tuple[int, ...], state: KVState, *, wait: float = 0.0) -> bool:
+        """Queue ``state`` for writing; False when refused (closing, too big, writer behind).
+
+        ``wait``: seconds to wait for room when the writer is behind.
+        """
         name = file_name(tokens)
+        deadline = time.monotonic() + wait
         with self._lock:
             if self._closing or len(state) > self.max_bytes:
                 return False
             if name in self._pending_names:
                 return True
             while self._pending and self._pending_bytes + len(state) > PENDING_BYTES:
-                if not wait:
+                left = deadline - time.monotonic()
+                if left <= 0:
                     self.refused += 1
                     return False
-                self._lock.wait()
+                self._lock.wait(left)
             self._pending.append((tokens, state))
             self._pending_names.add(name)
             self._pending_bytes += len(state)
@@ -168,7 +173,8 @@ class DiskTier:
                 size = write_state(self.dir, name, self.identity, tokens, state)
             except OSError as err:
                 self.write_errors += 1
-                log.warning("cannot write KV state %s: %s", name, err)
+                if self.write_errors == 1 or self.write_errors % 100 == 0:  # not once a turn
+                    log.warning("cannot write KV state (%d failures): %s", self.write_errors, err)
                 size = 0
             with self._lock:
                 self._pending.popleft()

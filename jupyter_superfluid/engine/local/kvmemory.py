@@ -65,8 +65,11 @@ class KVMemory(Protocol):
 class StateStore(Protocol):
     """Where kept states also go, to outlive the process (the disk tier)."""
 
-    def offer(self, tokens: tuple[int, ...], state: KVState, *, wait: bool = False) -> bool:
-        """Keep ``state`` for ``tokens`` (written in the background); False if refused."""
+    def offer(self, tokens: tuple[int, ...], state: KVState, *, wait: float = 0.0) -> bool:
+        """Keep ``state`` for ``tokens`` (written in the background); False if refused.
+
+        ``wait``: seconds to wait for room when the writer is behind.
+        """
         ...
 
     def holds(self, tokens: tuple[int, ...]) -> bool:

@@ -154,8 +154,9 @@ class LlamaEngine:
             # llama.cpp clamps n_batch to n_ctx (and aborts on a larger batch).
             n_batch = L.llama_n_batch(ctx)
             if kv_dir is not None and disk_mib > 0:
-                identity = _identity(path, model, flash_attention, mmproj)
-                store = DiskTier(Path(kv_dir), model_id, identity, disk_mib << 20)
+                store = _disk_tier(
+                    Path(kv_dir), model_id, path, model, flash_attention, mmproj, disk_mib << 20
+                )
             worker = Worker(
                 ctx,
                 vocab,
@@ -331,6 +332,24 @@ class LlamaEngine:
         L.llama_free(self._ctx)
         L.llama_model_free(self._model)
         log.info("closed %s", self._info.id)
+
+
+def _disk_tier(
+    kv_dir: Path,
+    model_id: str,
+    path: Path,
+    model: Any,
+    flash_attention: bool | None,
+    mmproj: str | Path | None,
+    max_bytes: int,
+) -> DiskTier | None:
+    """The model's disk tier; None (and a warning) when its directory cannot be used."""
+    identity = _identity(path, model, flash_attention, mmproj)
+    try:
+        return DiskTier(kv_dir, model_id, identity, max_bytes)
+    except OSError as err:  # a read-only or full disk costs warmth, never the model
+        log.warning("no KV disk tier for %s under %s: %s", model_id, kv_dir, err)
+        return None
 
 
 def _counters_moved(worker: Worker, then: Callable[[], None] | None) -> Callable[[], None]:

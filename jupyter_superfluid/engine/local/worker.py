@@ -230,7 +230,7 @@ class Worker:
             return
         deadline = time.monotonic() + CLOSE_FLUSH_S
         try:
-            while time.monotonic() < deadline and self.cache.flush_one(wait=True):
+            while (left := deadline - time.monotonic()) > 0 and self.cache.flush_one(wait=left):
                 pass
         except Exception:  # closing goes on whatever the disk does
             log.exception("writing kept KV state at close failed")
