@@ -277,6 +277,8 @@ class PrefixCache:
         needs_disk = self.store is not None and slot.persisted < n and min(slot.tokens[:n]) >= 0
         if not (self.parked.max_bytes or needs_disk):
             return False
+        if self.parked.covers(tuple(slot.tokens[:n])):
+            return True  # host memory holds these tokens already (shared instructions, say)
         if not self.costs.park_pays():
             self.parks_skipped += 1
             return False

@@ -78,6 +78,14 @@ class ParkedStates:
         key, lcp = self._index.best(prompt, hashes)
         return (key, lcp) if key is not None else ((), 0)
 
+    def covers(self, tokens: tuple[int, ...]) -> bool:
+        """Whether an entry holds all of ``tokens`` (it becomes the most recently used)."""
+        key, lcp = self._index.best(tokens)
+        if key is None or lcp < len(tokens):
+            return False
+        self._entries.move_to_end(key)
+        return True
+
     def take(self, tokens: tuple[int, ...]) -> KVState | None:
         """Remove and return the state parked for ``tokens``."""
         state = self._entries.pop(tokens, None)
