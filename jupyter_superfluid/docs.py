@@ -1,7 +1,9 @@
-"""Documentation generated from the code, so it cannot drift: the README's config table.
+"""Documentation generated from the code, so it cannot drift: the README's tables.
 
-``python -m jupyter_superfluid.docs`` rewrites the table between the README's
-``config-table`` markers; a test checks that the README matches.
+``python -m jupyter_superfluid.docs`` rewrites the config table between the README's
+``config-table`` markers, and the table of llama.cpp's chat templates (each one's
+derived syntax and probe results) between its ``template-table`` markers; tests check
+that the README matches.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from pathlib import Path
 from .config import CLI_ALIASES, Superfluid
 
 START, END = "<!-- config-table:start -->", "<!-- config-table:end -->"
+TEMPLATES_START = "<!-- template-table:start -->"
+TEMPLATES_END = "<!-- template-table:end -->"
 DYNAMIC_DEFAULTS = {
     "sessions_dir": "`<jupyter data dir>/superfluid/sessions`",
     "model_cache_dir": "`<jupyter data dir>/superfluid/models`",
@@ -30,11 +34,26 @@ def config_table() -> str:
     return "\n".join(rows)
 
 
+def templates_table() -> str:
+    """The Markdown table of llama.cpp's corpus of chat templates (fetched if missing)."""
+    from .chat.syntax.report import report, table
+    from .chat.tiny_models import template_vocab
+    from .engine.llama_sources import chat_templates
+
+    paths = sorted(chat_templates(), key=lambda p: p.stem.lower())
+    return table([report(p.stem, template_vocab(p.read_text())[0]) for p in paths])
+
+
+def _replace(text: str, start: str, end: str, body: str) -> str:
+    block = f"{start}\n{body}\n{end}"
+    return re.sub(re.escape(start) + ".*?" + re.escape(end), lambda _: block, text, flags=re.S)
+
+
 def update_readme(path: Path) -> bool:
-    """Rewrite the README's table; True when it changed."""
+    """Rewrite the README's tables; True when it changed."""
     text = path.read_text()
-    block = f"{START}\n{config_table()}\n{END}"
-    new = re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S)
+    new = _replace(text, START, END, config_table())
+    new = _replace(new, TEMPLATES_START, TEMPLATES_END, templates_table())
     if new != text:
         path.write_text(new)
     return new != text

@@ -208,7 +208,7 @@ def _value(
         return "(" + " | ".join(gbnf_literal(values.encode(v, notation)) for v in enum) + ")"
     kind = _json_type(prop)
     if kind == "string":
-        return _string(notation, stop)
+        return _string(notation, stop, prop.get("maxLength"))
     if notation == "gemma":
         return _gemma(rules, prop, name)
     if kind == "boolean" and notation in ("text", "pystr", "python"):
@@ -218,13 +218,15 @@ def _value(
     return rules.schema(prop, name)
 
 
-def _string(notation: ValueNotation, stop: str) -> str:
+def _string(notation: ValueNotation, stop: str, max_length: Any = None) -> str:
+    """A string value: bounded (by the schema's maxLength, else _MAX_FREE_STRING)."""
+    most = max_length if isinstance(max_length, int) and max_length >= 0 else _MAX_FREE_STRING
     if notation == "python":
-        return f'"\'" {gbnf_not(chr(39) + "<")}{{0,{_MAX_FREE_STRING}}} "\'"'
+        return f'"\'" {gbnf_not(chr(39) + "<")}{{0,{most}}} "\'"'
     if notation == "gemma":
         quote = gbnf_literal(values.GEMMA_QUOTE)
-        return f"{quote} {gbnf_not('<')}{{0,{_MAX_FREE_STRING}}} {quote}"
-    return f"{gbnf_not(stop)}{{0,{_MAX_FREE_STRING}}}"
+        return f"{quote} {gbnf_not('<')}{{0,{most}}} {quote}"
+    return f"{gbnf_not(stop)}{{0,{most}}}"
 
 
 def _gemma(rules: Rules, prop: Mapping[str, Any], name: str) -> str:

@@ -20,9 +20,12 @@ THINK = ReasoningSyntax("<think>", "</think>", gap="\n\n")
 
 # llama-cpp-python's converter lets raw control characters into strings (its `char` is
 # [^"\\]); JSON forbids them, and json.loads would reject what the model was forced to
-# write, so strings use the stricter character class of llama.cpp's own json.gbnf.
+# write, so strings use the stricter character class of llama.cpp's own json.gbnf. The
+# sampler also takes any 4-byte UTF-8 shape as a character: surrogates and code points
+# past U+10FFFF are left out, as they decode to no text.
+_NOT_TEXT = r"\uD800-\uDFFF\U00110000-\U001FFFFF"
 _STRICT_CHAR = (
-    r'[^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | '
+    rf'[^"\\\x7F\x00-\x1F{_NOT_TEXT}] | "\\" (["\\/bfnrt] | '
     r'"u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])'
 )
 _ANY_OBJECT: dict[str, Any] = {"type": "object"}
@@ -44,7 +47,7 @@ def gbnf_not(chars: str) -> str:
     """A GBNF class of any character but ``chars`` (and control characters)."""
     escaped = "".join("\\" + c if c in "]\\^-" else c for c in dict.fromkeys(chars))
     escaped = escaped.replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
-    return f"[^{escaped}\\x00-\\x08\\x0B-\\x1F]"
+    return f"[^{escaped}\\x00-\\x08\\x0B-\\x1F{_NOT_TEXT}]"
 
 
 class Rules:

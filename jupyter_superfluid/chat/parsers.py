@@ -126,6 +126,7 @@ class SyntaxParser:
         self._next_index = 0
         self._items: list[OutputItem] = []
         self._truncated = False  # finish() was told the token cap cut the output
+        self._opened = 0  # length of the marker that opened the section being read
         # Layout the template writes before a turn's text, or between reasoning and text
         # (functionary's "all\n", Solar's "<|begin|>assistant<|content|>"), dropped once.
         self._skip = syntax.content_lead if self._mode is _Mode.TEXT else ""
@@ -241,6 +242,7 @@ class SyntaxParser:
         if tag in self._triggers and self._mode is _Mode.TEXT:
             self._close(events, complete=True)
             self._buf = self._buf[at + self._triggers[tag] :]  # read from its first marker
+            self._opened = len(tag) - self._triggers[tag]
             self._mode = _Mode.CALLS
             return
         self._buf = self._buf[at + len(tag) :]
@@ -282,7 +284,8 @@ class SyntaxParser:
         return True
 
     def _first_end(self, text: str) -> int | None:
-        hits = [text.find(e) for e in self._ends if e in text]
+        """Where the turn ends in a section's text (not in the marker that opened it)."""
+        hits = [at for e in self._ends if (at := text.find(e, self._opened)) >= 0]
         return min(hits) if hits else None
 
     def _end_section(self, events: list[ChatEvent], *, final: bool, truncated: bool) -> None:
@@ -300,12 +303,13 @@ class SyntaxParser:
             name, arguments = partial_call(self._calls, body)
             self._emit_raw_call(events, name, arguments, None, complete=False)
             body = ""
-        self._buf = rest
+        self._buf = ""  # ``rest`` starts with the end of the turn: nothing after it counts
         if body.strip():
             # Not a call we can run: show the model's text rather than fail the reply.
             self._emit_text("message", body, events, verbatim=True)
         if rest:
-            self._drain(events, final=final)
+            self._close(events, complete=True)
+            self._mode = _Mode.DONE
 
     def _emit_call(self, events: list[ChatEvent], read: ReadCall, *, complete: bool) -> None:
         args = json.dumps(read.arguments, ensure_ascii=False, separators=(",", ":"))

@@ -1,10 +1,11 @@
 """What each model can do, in LMSP's capability names, and the checks requests need.
 
 Capabilities come from the model's chat codec (found by probing its template),
-never from its name: ``tools`` when the template renders tools, ``reasoning``
-when it has a thinking switch or effort levels. The rest hold for every model
-this service runs: grammars make ``structured_output`` work on any llama.cpp
-model, and streaming, stored conversations and tasks are the service's own.
+never from its name: ``reasoning`` when it has a thinking switch or effort levels.
+The rest hold for every model this service runs: every model calls tools (in its
+template's own syntax, or the generic format where the template has none), grammars
+make ``structured_output`` work on any llama.cpp model, and streaming, stored
+conversations and tasks are the service's own.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ def model_capabilities(codec: ChatCodec) -> dict[str, bool]:
     return {
         "text": True,
         "streaming": True,
-        "tools": codec.supports_tools,
+        "tools": True,  # natively or through the generic tool format (chat.syntax.generic)
         "structured_output": True,
         "conversations": True,
         "reasoning": codec.has_thinking_switch or bool(codec.reasoning_efforts),

@@ -54,8 +54,8 @@ def test_models_carry_capabilities_from_their_templates(url):
         assert model["context_window"] == 2048 and model["max_output_tokens"] == 2048
         assert httpx.get(f"{url}/models/{model_id}").json() == model
     chatml, qwen = models[CHATML]["capabilities"], models[QWEN]["capabilities"]
-    # tiny-chatml's plain ChatML template has no tools and no thinking switch.
-    assert (chatml["tools"], chatml["reasoning"]) == (False, False)
+    # tiny-chatml's plain ChatML calls tools in the generic format; it has no thinking switch.
+    assert (chatml["tools"], chatml["reasoning"]) == (True, False)  # the generic tool format
     assert (qwen["tools"], qwen["reasoning"]) == (True, True)
     for caps in (chatml, qwen):
         assert all(caps[c] for c in ("text", "streaming", "structured_output", "tasks"))

@@ -135,6 +135,7 @@ def derive(codec: Codec) -> TemplateSyntax:
     ends = [end, codec.eos_token]
     if derived is not None:
         ends.append(markers.end_marker(derived[1], user_close, prompt))
+        ends = _not_opening(ends, derived[0])
     renders_results, shape = renders.result()
     layout = _layout_markers(turn, prompt, found_reasoning, ends)
     lead = turn.head[len(markers.common_prefix([turn.head, prompt])) :] if turn else ""
@@ -152,6 +153,14 @@ def derive(codec: Codec) -> TemplateSyntax:
         renders_results=renders_results,
         result_shape=shape,
     )
+
+
+def _not_opening(ends: list[str], calls: CallSyntax) -> list[str]:
+    """A marker that opens a section of calls does not end the turn (GigaChat 3 writes a
+    call as a message after the text's ``<|message_sep|>``)."""
+    first = calls.call[0] if calls.call and isinstance(calls.call[0], str) else ""
+    lead = (calls.section_open + first).lstrip()
+    return [e for e in ends if not (e and lead.startswith(e))]
 
 
 def _cut_at_ends(calls: CallSyntax, ends: Sequence[str]) -> CallSyntax:

@@ -36,7 +36,9 @@ def template_tokens(codec: Any) -> TemplateTokens:
     rendered = markers.special_tokens(_renders(codec))
     literals = [m.group(1) or m.group(2) or "" for m in _LITERAL.finditer(codec.template_source)]
     written = [m.group(0) for text in literals for m in markers.SPECIAL_SHAPE.finditer(text)]
-    found = dict.fromkeys((*rendered, *written))
+    syntax = codec.syntax
+    own = (syntax.reasoning.open, syntax.reasoning.close) if syntax and syntax.reasoning else ()
+    found = dict.fromkeys((*rendered, *written, *(m for m in own if markers.is_marker(m))))
     special = tuple(m for m in found if not _SENTINELS.search(m))
     ends = tuple(e for e in (codec.syntax.ends if codec.syntax else ()) if e)
     eos = ends[0] if ends else ""
