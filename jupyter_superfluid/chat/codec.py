@@ -51,10 +51,18 @@ _THINKING_OFF = frozenset({"none", "minimal"})
 class ChatCodec:
     """One chat template, rendered HF-style, with properties found by probing it."""
 
-    def __init__(self, template: str, *, bos_token: str = "", eos_token: str = "") -> None:
+    def __init__(
+        self,
+        template: str,
+        *,
+        bos_token: str = "",
+        eos_token: str = "",
+        end_tokens: Sequence[str] = (),
+    ) -> None:
         self.template_source = template
         self.bos_token = bos_token
         self.eos_token = eos_token
+        self.end_tokens = tuple(end_tokens)  # the texts of the model's end-of-generation tokens
         self._template = compile_template(template)
         self.syntax: TemplateSyntax | None = None  # while None, render() renders plainly
         self.form: MessageForm = DEFAULT_FORM
@@ -182,7 +190,7 @@ class ChatCodec:
     ) -> OutputParser:
         """A fresh parser for one generation with this template."""
         syntax = self.syntax or TemplateSyntax("plain")
-        ends = tuple(dict.fromkeys((self.eos_token, *end_tokens, *END_OF_TURN)))
+        ends = tuple(dict.fromkeys((self.eos_token, *self.end_tokens, *end_tokens, *END_OF_TURN)))
         if syntax.family == "harmony":
             return HarmonyParser(tools=tools, end_tokens=ends, call_ids=call_ids)
         if tools and syntax.calls is None:

@@ -374,8 +374,13 @@ class ModelLifecycle:
 def _with_codec(model_id: str, engine: Engine) -> LoadedModel:
     """The loaded model with its chat codec (probing the template: real work, in a thread)."""
     info = engine.info
+    # What the model's end-of-generation tokens read as: the parser ends a turn at them.
+    ends = tuple(engine.detokenize([token]) for token in info.eog_token_ids)
     codec = ChatCodec(
-        info.chat_template or FALLBACK_TEMPLATE, bos_token=info.bos_token, eos_token=info.eos_token
+        info.chat_template or FALLBACK_TEMPLATE,
+        bos_token=info.bos_token,
+        eos_token=info.eos_token,
+        end_tokens=ends,
     )
     return LoadedModel(model_id, engine, codec)
 

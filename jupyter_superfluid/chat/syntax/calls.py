@@ -116,54 +116,64 @@ def _derive_with(
     index_at: int | None,
     prompt: str,
 ) -> tuple[CallSyntax, str, _Frame] | None:
-    args_1 = {arguments.KEY_1: arguments.VALUE_1}
+    """The syntax if the lone digit at ``index_at`` (or none) is the call's index."""
     base = int(one[index_at]) if index_at is not None else 0
-    marked = one if index_at is None else one[:index_at] + "\x00" + one[index_at + 1 :]
-    layout = cut(
-        marked,
-        {
-            Hole.NAME: NAME_1,
-            Hole.ID: map_id(ID_1),
-            Hole.ARGS: arguments.encode(args, args_1),
-            Hole.INDEX: "\x00",
-        },
-    )
-    slots = [i for i, p in enumerate(layout) if isinstance(p, Hole)]
-    if Hole.ARGS not in layout or Hole.NAME not in layout:
+    cut_one = _one_call(one, args, map_id, index_at)
+    if cut_one is None:
         return None
-    lead_text = "".join(p for p in layout[: slots[0]] if isinstance(p, str))
-    tail_text = "".join(p for p in layout[slots[-1] + 1 :] if isinstance(p, str))
-    core: Layout = layout[slots[0] : slots[-1] + 1]
-    header = _to_marker(markers.common_prefix([text_turn.head, lead_text]), prompt)
-    end = markers.common_suffix([text_turn.end, tail_text])
-    turn = _Frame(header, end, text_turn.end[: len(text_turn.end) - len(end)], text_turn.end_marker)
-    opening = lead_text[len(header) :]
-    # What the text turn also has at the same place (Kimi K3's <|close|>response<|sep|>)
-    # closes the text before the calls; the section starts after it.
-    shared = markers.common_prefix([opening, turn.text_end])
-    if markers.MARKER.search(shared):
-        header, opening = header + shared, opening[len(shared) :]
-        turn = _Frame(header, end, turn.text_end, turn.end_marker)
-    closing = tail_text[: len(tail_text) - len(end)]
-    values_1 = _values(args, map_id(ID_1), NAME_1, args_1, base)
+    core, lead_text, tail_text = cut_one
+    turn, opening, closing = _frame_of(text_turn, lead_text, tail_text, prompt)
+    values_1 = _values(args, map_id(ID_1), NAME_1, {arguments.KEY_1: arguments.VALUE_1}, base)
     values_2 = _values(args, map_id(ID_2), NAME_2, {arguments.KEY_1: arguments.VALUE_2}, base + 1)
     between = _between(two, turn, opening, closing, fill(core, values_1), fill(core, values_2))
     if between is None:
         return _single(core, args, opening, closing, turn, base, one)
     lead = markers.common_suffix([opening, between])
     tail = markers.common_prefix([closing, between[: len(between) - len(lead)]])
-    sep = between[len(tail) : len(between) - len(lead)]
     section_close, call_end = _split_end(closing[len(tail) :], turn)
     syntax = CallSyntax(
         call=_clean((lead, *core, tail)),
         arguments=args,
         section_open=opening[: len(opening) - len(lead)],
         section_close=section_close,
-        sep=sep,
+        sep=between[len(tail) : len(between) - len(lead)],
         index_base=base,
         json_call=_json_call(one, NAME_1, map_id(ID_1)),
     )
-    return syntax, call_end, _Frame(header, call_end, turn.text_end, turn.end_marker)
+    return syntax, call_end, _Frame(turn.header, call_end, turn.text_end, turn.end_marker)
+
+
+def _one_call(
+    one: str, args: Arguments, map_id: MapId, index_at: int | None
+) -> tuple[Layout, str, str] | None:
+    """(the call's core from its first hole to its last, the text before, the text after)."""
+    marked = one if index_at is None else one[:index_at] + "\x00" + one[index_at + 1 :]
+    written = arguments.encode(args, {arguments.KEY_1: arguments.VALUE_1})
+    holes = {Hole.NAME: NAME_1, Hole.ID: map_id(ID_1), Hole.ARGS: written, Hole.INDEX: "\x00"}
+    layout = cut(marked, holes)
+    if Hole.ARGS not in layout or Hole.NAME not in layout:
+        return None
+    slots = [i for i, p in enumerate(layout) if isinstance(p, Hole)]
+    lead_text = "".join(p for p in layout[: slots[0]] if isinstance(p, str))
+    tail_text = "".join(p for p in layout[slots[-1] + 1 :] if isinstance(p, str))
+    return layout[slots[0] : slots[-1] + 1], lead_text, tail_text
+
+
+def _frame_of(
+    text_turn: TurnFrame, lead_text: str, tail_text: str, prompt: str
+) -> tuple[_Frame, str, str]:
+    """What a call turn shares with a text turn, and its opening and closing text."""
+    header = _to_marker(markers.common_prefix([text_turn.head, lead_text]), prompt)
+    end = markers.common_suffix([text_turn.end, tail_text])
+    text_end = text_turn.end[: len(text_turn.end) - len(end)]
+    opening = lead_text[len(header) :]
+    # What the text turn also has at the same place (Kimi K3's <|close|>response<|sep|>)
+    # closes the text before the calls; the section starts after it.
+    shared = markers.common_prefix([opening, text_end])
+    if markers.MARKER.search(shared):
+        header, opening = header + shared, opening[len(shared) :]
+    closing = tail_text[: len(tail_text) - len(end)]
+    return _Frame(header, end, text_end, text_turn.end_marker), opening, closing
 
 
 def _single(
