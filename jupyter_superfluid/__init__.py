@@ -10,7 +10,7 @@ from typing import Any
 
 from ._version import __version__
 
-__all__ = ["__version__", "async_client", "client", "load_ipython_extension"]
+__all__ = ["__version__", "async_client", "client", "load_ipython_extension", "pull"]
 
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:
@@ -42,3 +42,14 @@ def async_client(**kwargs: Any) -> Any:
     from .notebook.client import async_client as _async_client
 
     return _async_client(**kwargs)
+
+
+def pull(spec: str, *, load: bool = False, wait: bool = True) -> dict[str, Any]:
+    """Serve ``spec`` (``hf:REPO/FILE.gguf``, a path on the server…), showing its download.
+
+    Returns the model's state once its files are here (loaded too, with ``load=True``);
+    raises ``PullFailed`` with the reason when the download fails.
+    """
+    from .notebook.pull import pull as _pull
+
+    return _pull(spec, load=load, wait=wait)

@@ -19,6 +19,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
+from . import model_commands
 from .client import ServerNotFound, find_server
 from .readable import readable
 from .render import choose_renderer
@@ -49,7 +50,20 @@ class RespondMagics(Magics):
         return self.shell.user_ns  # type: ignore[no-any-return]
 
     @magic_arguments()
-    @argument("command", nargs="?", help="line magic only: `tree` shows the conversation tree")
+    @argument(
+        "command",
+        nargs="?",
+        help="line magic only: `tree` (the conversation tree), `models` (the served models), "
+        "`pull SPEC`, `load ID`, `unload ID`, `rm ID`",
+    )
+    @argument("target", nargs="?", help="line magic only: the model of pull/load/unload/rm")
+    @argument("--load", action="store_true", default=None, help="pull: also load the model")
+    @argument(
+        "--delete-files",
+        action="store_true",
+        default=None,
+        help="rm: also delete the model's downloaded files",
+    )
     @argument(
         "-m", "--model", help="model id (default: the conversation's, else the server's first)"
     )
@@ -104,7 +118,7 @@ class RespondMagics(Magics):
         args = self.respond.parser.parse_args(argv)
         if cell is None:
             return self._line(args)
-        if args.command:
+        if args.command or args.target or args.load or args.delete_files:
             raise RespondError(
                 "%%respond takes no positional arguments: the cell body is the input"
             )
@@ -112,13 +126,17 @@ class RespondMagics(Magics):
 
     # --- line magic -----------------------------------------------------------------
 
-    def _line(self, args: Any) -> None:
+    def _line(self, args: Any) -> Any:
         """Show, or set, the defaults and the conversation."""
         if args.command == "tree":
             show_tree(self)
             return
+        if args.command in model_commands.COMMANDS:
+            self._models(args)  # it displays what it shows: nothing to return
+            return None
         if args.command:
-            raise RespondError(f"unknown %respond command {args.command!r} (known: tree)")
+            known = ", ".join(("tree", *model_commands.COMMANDS))
+            raise RespondError(f"unknown %respond command {args.command!r} (known: {known})")
         for name in CELL_ONLY:
             if getattr(args, name) is not None:
                 raise RespondError(f"--{name.replace('_', '-')} applies to a %%respond cell only")
@@ -131,6 +149,20 @@ class RespondMagics(Magics):
         elif args.from_:
             session.head = self._response_id(args.from_)
         print(self.status())
+
+    def _models(self, args: Any) -> Any:
+        """``%respond models|pull|load|unload|rm``."""
+        from .models import ModelsError
+
+        try:
+            return model_commands.run(args.command, args.target, args, self.session, self.shell)
+        except (ModelsError, ServerNotFound) as exc:
+            raise RespondError(str(exc)) from None
+        except Exception as exc:
+            message = readable(exc)
+            if message is None:
+                raise
+            raise RespondError(message) from None
 
     def status(self) -> str:
         """The defaults, the server and the conversation, for people."""

@@ -9,7 +9,8 @@ A renderer gets, for one cell:
   ``response.output_item.done``, ``response.completed``…; LMSP streams are translated
   into the same names). Without streaming it gets one ``response.completed`` per round.
   Between rounds of a tool loop it gets ``superfluid.tool_output`` events
-  (``call_id``, ``name``, ``arguments``, ``output``);
+  (``call_id``, ``name``, ``arguments``, ``output``); while the cell's model downloads
+  or loads, ``superfluid.model_waiting`` events (``model``: its state, with progress);
 - ``finish(reply, error)`` once: the final ``Reply``, or ``None`` and a short message
   when the cell was interrupted or failed.
 
@@ -27,9 +28,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .model_progress import TextProgress, progress_line
 from .result import Reply
 
 UPDATE_INTERVAL = 0.08  # seconds between live display updates: smooth, not chatty
+WAITING_EVENT = "superfluid.model_waiting"
 
 
 @dataclass
@@ -129,12 +132,16 @@ class TextRenderer:
     def __init__(self, out: Any = None) -> None:
         self.out = out
         self.kind = ""  # the kind of the last piece written
+        self.waiting = TextProgress(out)
 
     def start(self, meta: RenderMeta) -> None:
         """Nothing to show before the first token."""
 
     def on_event(self, event: Mapping[str, Any]) -> None:
-        """Write deltas and tool calls as they arrive."""
+        """Write deltas and tool calls as they arrive; a model's progress while it is not ready."""
+        if event.get("type") == WAITING_EVENT:
+            self.waiting.update(event.get("model") or {})
+            return
         out = self.out or sys.stdout
         for kind, text in pieces(event):
             if kind != self.kind or kind == "tool":
@@ -175,6 +182,9 @@ class DisplayRenderer:
 
     def on_event(self, event: Mapping[str, Any]) -> None:
         """Update the display, at most every ``UPDATE_INTERVAL`` seconds."""
+        if event.get("type") == WAITING_EVENT:  # the model is not ready: say where it is
+            self._show(progress_line(event.get("model") or {}))
+            return
         if self.transcript.feed(event) and time.monotonic() - self.last >= UPDATE_INTERVAL:
             self._show()
 

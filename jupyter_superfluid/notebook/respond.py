@@ -4,7 +4,10 @@
 notebook's current conversation (the last response a cell produced). ``run`` sends one
 cell: it resolves the model, streams each round to the renderer, runs the tools the
 model calls and sends their outputs back until the model answers (bounded by
-``max_rounds``), and parses structured output.
+``max_rounds``), and parses structured output. A request answered 503 ``model_loading``
+(the model is downloading or loading) shows the model's progress to the renderer
+(``superfluid.model_waiting`` events, from the models event stream) and is sent again
+once the model is ready.
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ from typing import Any
 
 from .client import ENV_MODEL, Endpoint, client, find_server
 from .lmsp import run_lmsp
-from .render import RenderMeta, StreamRenderer
+from .render import WAITING_EVENT, RenderMeta, StreamRenderer
 from .result import Reply, ToolResult
 from .tools import Tool, call_tool
 from .transport import run_openai
 
 DEFAULT_MAX_ROUNDS = 4
+MAX_WAITS = 20  # 503 model_loading answers one cell waits through
 
 
 class RespondFailure(Exception):
@@ -216,13 +220,61 @@ class NotebookSession:
     def _one(
         self, ep: Endpoint, params: Mapping[str, Any], s: Settings, renderer: StreamRenderer
     ) -> Any:
-        """One round through the chosen protocol: an SDK Response, or an LMSP dict."""
+        """One round; while the model downloads or loads, its progress, then the round again."""
+        for _ in range(MAX_WAITS):
+            try:
+                return self._send(ep, params, s, renderer)
+            except Exception as exc:
+                if not model_loading(exc):
+                    raise
+            self._wait_for_model(ep, self._model_of(ep, params), renderer)
+        raise RespondFailure(f"the model of this cell did not get ready after {MAX_WAITS} waits")
+
+    def _send(
+        self, ep: Endpoint, params: Mapping[str, Any], s: Settings, renderer: StreamRenderer
+    ) -> Any:
+        """One request through the chosen protocol: an SDK Response, or an LMSP dict."""
         stream = not s.no_stream
         if s.lmsp:
             return run_lmsp(
                 ep.lmsp_url, ep.api_key, params, stream=stream, on_event=renderer.on_event
             )
         return run_openai(self.client(ep), params, stream=stream, on_event=renderer.on_event)
+
+    def _model_of(self, ep: Endpoint, params: Mapping[str, Any]) -> str:
+        """The model a request asks for (a continuation's, when it names none)."""
+        if params.get("model"):
+            return str(params["model"])
+        previous = str(params.get("previous_response_id") or "")
+        if self.last is not None and self.last.id == previous:
+            return str(self.last.data.get("model"))
+        return str(self.client(ep).responses.retrieve(previous).model)
+
+    def _wait_for_model(self, ep: Endpoint, model: str, renderer: StreamRenderer) -> None:
+        """Show the model's download or load until it settles; RespondFailure if it fails."""
+        from .models import ModelsError, wait_until_ready
+
+        def show(state: Mapping[str, Any]) -> None:
+            renderer.on_event({"type": WAITING_EVENT, "model": dict(state)})
+
+        try:
+            wait_until_ready(model, show, ep)
+        except ModelsError as exc:
+            raise RespondFailure(str(exc)) from None
+
+
+def model_loading(exc: BaseException) -> bool:
+    """Whether a request was answered 503 ``model_loading`` (the model is not ready yet)."""
+    import openai
+
+    from .lmsp import LmspError
+
+    if isinstance(exc, LmspError):
+        return exc.status == 503 and exc.code == "model_loading"
+    if isinstance(exc, openai.APIStatusError):
+        body = exc.body if isinstance(exc.body, Mapping) else {}
+        return exc.status_code == 503 and (body.get("code") or exc.code) == "model_loading"
+    return False
 
 
 def _run_call(tools: Mapping[str, Tool], call: Mapping[str, Any]) -> ToolResult:

@@ -81,7 +81,62 @@ export interface ResponseViewState {
   usage: Usage | null;
   error: string;
   stop_mode: StopMode;
+  /** The cell's model while it downloads or loads (before the response starts); else null. */
+  waiting: ModelRow | null;
 }
+
+/** Where a served model is (the server's lifecycle states). */
+export type ModelLifecycleState =
+  | 'not_downloaded'
+  | 'downloading'
+  | 'available'
+  | 'loading'
+  | 'loaded'
+  | 'failed'
+  | 'unloaded';
+
+/** How far a model's download got. */
+export interface ModelProgress {
+  done_bytes: number;
+  total_bytes: number | null;
+  bytes_per_second: number | null;
+  /** done / total (0..1), when the total is known. */
+  fraction: number | null;
+  /** The file being fetched now. */
+  file: string;
+}
+
+/** One served model, as the server's models API reports it. */
+export interface ModelRow {
+  id: string;
+  state: ModelLifecycleState;
+  spec: string;
+  kind: string;
+  origin: 'config' | 'added';
+  progress: ModelProgress | null;
+  error: string | null;
+  since: number;
+}
+
+/** An action the models view sends for one model. */
+export type ModelAction = 'load' | 'unload' | 'remove' | 'default';
+
+/** The synced state of `ModelsView`. */
+export interface ModelsViewState {
+  models: ModelRow[];
+  /** The model `%%respond` uses when a cell names none ('' when the server's first). */
+  default_model: string;
+  /** The models shown; all when empty. */
+  only: string[];
+  /** Model id -> the action sent for it and not answered yet. */
+  pending: Record<string, string>;
+  error: string;
+  /** Whether the kernel follows the server's model events. */
+  live: boolean;
+}
+
+/** Messages from the models view to the kernel. */
+export type ModelsIntent = { type: ModelAction; id: string } | { type: 'refresh' };
 
 /** Messages from the response view to the kernel. */
 export type ResponseIntent = { type: 'stop' };

@@ -7,6 +7,7 @@ import { IJupyterWidgetRegistry } from '@jupyter-widgets/base';
 import type { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 
 import { MODULE_NAME, MODULE_VERSION } from './contract';
+import { ModelsViewModel, ModelsViewView } from './modelsView';
 import { ResponseViewModel, ResponseViewView } from './responseView';
 import { ConversationTreeModel, ConversationTreeView } from './treeView';
 
@@ -15,12 +16,14 @@ export const widgetExports = {
   ResponseViewModel,
   ResponseViewView,
   ConversationTreeModel,
-  ConversationTreeView
+  ConversationTreeView,
+  ModelsViewModel,
+  ModelsViewView
 };
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyter-superfluid:widgets',
-  description: 'Streaming response view and conversation tree widgets.',
+  description: 'Streaming response view, conversation tree and models widgets.',
   requires: [IJupyterWidgetRegistry],
   autoStart: true,
   activate: (_app: JupyterFrontEnd, registry: IJupyterWidgetRegistry): void => {

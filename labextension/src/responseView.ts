@@ -12,6 +12,7 @@ import type { ObjectHash } from 'backbone';
 import {
   MODULE_NAME,
   MODULE_VERSION,
+  type ModelRow,
   type OutputItem,
   type ResponseIntent,
   type StopMode,
@@ -19,6 +20,8 @@ import {
 } from './contract';
 import { shortId, statusLabel } from './format';
 import { el, fillUsage, ItemList } from './items';
+import { fillBar } from './modelsView';
+import { progressBar, stateLabel } from './progress';
 import { RenderScheduler } from './schedule';
 
 /** The model of a response view: the synced state of `ResponseViewState`. */
@@ -38,7 +41,8 @@ export class ResponseViewModel extends DOMWidgetModel {
       items: [],
       usage: null,
       error: '',
-      stop_mode: 'none'
+      stop_mode: 'none',
+      waiting: null
     };
   }
 }
@@ -63,6 +67,7 @@ export class ResponseViewView extends DOMWidgetView {
   private stopButton!: HTMLButtonElement;
   private errorEl!: HTMLElement;
   private usageEl!: HTMLElement;
+  private waitingEl!: HTMLElement;
   private stopping = false;
 
   render(): void {
@@ -77,12 +82,14 @@ export class ResponseViewView extends DOMWidgetView {
     this.stopButton.title = 'Stop the generation (nothing is stored)';
     this.stopButton.addEventListener('click', () => this.stop());
     header.append(this.statusEl, this.metaEl, this.stopButton);
+    this.waitingEl = el('div', 'sf-waiting');
+    this.waitingEl.append(el('span', 'sf-waiting-text'), el('div', 'sf-bar'));
     const body = el('div', 'sf-items');
     this.items = new ItemList(body);
     this.errorEl = el('div', 'sf-error');
     this.errorEl.setAttribute('role', 'alert');
     this.usageEl = el('div', 'sf-usage');
-    this.el.append(header, body, this.errorEl, this.usageEl);
+    this.el.append(header, this.waitingEl, body, this.errorEl, this.usageEl);
     this.listenTo(this.model, 'change', () => this.scheduler.request());
     this.draw();
   }
@@ -106,10 +113,28 @@ export class ResponseViewView extends DOMWidgetView {
     this.stopButton.hidden = !running;
     this.stopButton.disabled = this.stopping;
     this.stopButton.textContent = this.stopping ? 'Stopping…' : 'Stop';
+    this.drawWaiting(this.model.get('waiting') as ModelRow | null);
     this.items.update(this.model.get('items') as OutputItem[]);
     this.errorEl.textContent = this.model.get('error') as string;
     fillUsage(this.usageEl, this.model.get('usage') as Usage | null);
     this.el.dataset.renders = String(this.scheduler.count);
+  }
+
+  /** The cell's model downloading or loading, before the response starts. */
+  private drawWaiting(waiting: ModelRow | null): void {
+    const shown = waiting ? progressBar(waiting) : null;
+    this.waitingEl.hidden = waiting === null;
+    this.el.dataset.waiting = waiting?.state ?? '';
+    if (waiting === null) {
+      return;
+    }
+    const text = this.waitingEl.querySelector('.sf-waiting-text') as HTMLElement;
+    text.textContent = `${waiting.id}: ${stateLabel(waiting.state)}${shown ? ` · ${shown.text}` : ''}`;
+    const bar = this.waitingEl.querySelector('.sf-bar') as HTMLElement;
+    bar.hidden = shown === null;
+    if (shown !== null) {
+      fillBar(bar, shown.fraction, shown.text);
+    }
   }
 
   /** Ask the kernel to stop; interrupt it when a cell is streaming in the foreground. */

@@ -1,7 +1,9 @@
 """A real Jupyter server with the extension and the tiny models, and headless Chromium.
 
 The server is ``jupyter lab`` in a subprocess, in temporary Jupyter dirs, serving
-JupyterLab 4 (``/lab``) and Notebook 7 (``/notebooks``). The browser is Debian's
+JupyterLab 4 (``/lab``) and Notebook 7 (``/notebooks``), downloading models from a hub
+on loopback (``HF_ENDPOINT``) and serving the front-end built in this checkout when
+there is one (``cd labextension && npm run build``). The browser is Debian's
 ``/usr/bin/chromium`` driven by Playwright for Python (its own browser download is
 not used). Every browser test is marked ``browser`` (``-m browser`` selects them).
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -22,6 +25,8 @@ import httpx
 import pytest
 
 from jupyter_superfluid.pytest_plugin import TINY_MODELS, free_port
+from tests.hub_server import REPO, hub_files
+from tests.local_hub import LocalHub
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -33,7 +38,8 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -94,8 +100,39 @@ def _wait_up(server: LabServer, timeout: float = 90) -> None:
     raise RuntimeError(f"jupyter lab did not start:\n{server.log()}")
 
 
+def _repository_build(data: Path) -> list[str]:
+    """Flags serving the front-end built in this checkout, when there is one (``npm run build``).
+
+    The copy in the environment is the one made at install time. Extra extension paths
+    come before every other, so the checkout's build wins (in a folder named after it,
+    as JupyterLab serves extensions from ``PATH/NAME/static``).
+    """
+    built = ROOT / "jupyter_superfluid" / "labextension"
+    if not (built / "package.json").exists():
+        return []
+    shutil.copytree(built, data / "extra-labextensions" / "jupyter-superfluid")
+    extra = data / "extra-labextensions"
+    return [f"--{app}.extra_labextensions_path={extra}" for app in ("LabApp", "JupyterNotebookApp")]
+
+
+BROWSER_FILES = ["lab", "lab-late", "notebook", "notebook-late"]
+
+
 @pytest.fixture(scope="session")
-def lab(sf_model_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
+def browser_hub(sf_model_cache: Path) -> Iterator[LocalHub]:
+    """A hub on loopback that ``jupyter lab`` downloads from (``HF_ENDPOINT``)."""
+    hub = LocalHub().start()
+    for name, data in hub_files(sf_model_cache, BROWSER_FILES).items():
+        hub.add(REPO, f"{name}.gguf", data)
+    yield hub
+    hub.release()
+    hub.stop()
+
+
+@pytest.fixture(scope="session")
+def lab(
+    sf_model_cache: Path, tmp_path_factory: pytest.TempPathFactory, browser_hub: LocalHub
+) -> Iterator[LabServer]:
     """``jupyter lab`` with the extension on the tiny models, in throwaway Jupyter dirs."""
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
@@ -107,6 +144,9 @@ def lab(sf_model_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
     port, token = free_port(), "sf-browser-token"
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(config), "JUPYTER_DATA_DIR": str(data)}
     env.update(JUPYTER_RUNTIME_DIR=str(runtime), JUPYTER_PLATFORM_DIRS="1")
+    env.update(HF_ENDPOINT=browser_hub.url, HF_HOME=str(base / "hf-home"))
+    for name in ("HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_TOKEN"):
+        env.pop(name, None)
     for name in ("SUPERFLUID_BASE_URL", "SUPERFLUID_API_KEY", "SUPERFLUID_WIDGETS"):
         env.pop(name, None)
     cmd = [
@@ -117,6 +157,7 @@ def lab(sf_model_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
         f"--Superfluid.model_cache_dir={sf_model_cache}",
         f"--Superfluid.sessions_dir={base / 'sessions'}",
         "--Superfluid.context_size=16384",
+        *_repository_build(data),
         "--LabApp.expose_app_in_browser=True",
         "--JupyterNotebookApp.expose_app_in_browser=True",
     ]

@@ -16,31 +16,22 @@ from pathlib import Path
 import httpx
 import pytest
 
-from jupyter_superfluid.engine.testmodels import ensure_builtin
-from jupyter_superfluid.pytest_plugin import StandaloneServer, start_standalone
+from jupyter_superfluid.pytest_plugin import StandaloneServer
+from tests.hub_server import CHATML, REPO, hub_files, serve_with_hub
 from tests.local_hub import LocalHub
 
 from .sse import Event, events
 
-CHATML = "superfluid/tiny-chatml"
-REPO = "sf-test/tiny-GGUF"
 API = "/superfluid/v1/models"
 
 
-# Each hub file holds another built-in model's bytes: files with equal bytes would share
-# one blob in the cache (and one download).
-FILES = {
-    "pulled": "superfluid/tiny-qwen3",
-    "removed": "superfluid/tiny-chatml",
-    "restarted": "superfluid/tiny-vision",
-    "killed": "superfluid/tiny-audio",
-}
+FILES = ["pulled", "removed", "restarted", "killed"]
 
 
 @pytest.fixture(scope="module")
 def gguf(sf_model_cache: Path) -> dict[str, bytes]:
     """Real GGUF files' bytes (the tiny built-in models), by hub file name."""
-    return {name: ensure_builtin(m, sf_model_cache).read_bytes() for name, m in FILES.items()}
+    return hub_files(sf_model_cache, FILES)
 
 
 @pytest.fixture(scope="module")
@@ -55,32 +46,12 @@ def hub(gguf: dict[str, bytes]) -> Iterator[LocalHub]:
     hub.stop()
 
 
-def serve(
-    hub: LocalHub, cache: Path, work: Path, *args: str, home: Path | None = None, **kw: object
-) -> StandaloneServer:
-    """A standalone server on the tiny chat model, downloading from ``hub``."""
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("HF_ENDPOINT", hub.url)
-        env.setenv("HF_HOME", str(home or work / "hf-home"))
-        for name in ("HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_TOKEN"):
-            env.delenv(name, raising=False)
-        return start_standalone(
-            cache,
-            work,
-            "--model-wait=2",
-            "--Superfluid.preload=False",
-            *args,
-            models=(CHATML,),
-            **kw,  # type: ignore[arg-type]
-        )
-
-
 @pytest.fixture(scope="module")
 def server(
     hub: LocalHub, sf_model_cache: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[StandaloneServer]:
     """One server for the tests that do not restart it."""
-    server = serve(hub, sf_model_cache, tmp_path_factory.mktemp("models-api"))
+    server = serve_with_hub(hub, sf_model_cache, tmp_path_factory.mktemp("models-api"))
     yield server
     server.stop()
 
@@ -266,7 +237,7 @@ def test_run_time_models_outlive_a_restart_and_a_killed_download_resumes(
     hub: LocalHub, gguf: dict[str, bytes], sf_model_cache: Path, tmp_path: Path
 ) -> None:
     home, store = tmp_path / "hf-home", tmp_path / "store"
-    first = serve(hub, sf_model_cache, tmp_path / "a", home=home, sessions_dir=store)
+    first = serve_with_hub(hub, sf_model_cache, tmp_path / "a", home=home, sessions_dir=store)
     try:
         assert api(first, "POST", json={"spec": f"hf:{REPO}/restarted.gguf"}).status_code == 201
         with events(first.url, model="restarted") as stream:
@@ -287,7 +258,7 @@ def test_run_time_models_outlive_a_restart_and_a_killed_download_resumes(
         first.stop(signal.SIGKILL)  # no clean shutdown: the partial file is all that is left
     hub.release()
     gets_before = len(hub.gets())
-    second = serve(hub, sf_model_cache, tmp_path / "b", home=home, sessions_dir=store)
+    second = serve_with_hub(hub, sf_model_cache, tmp_path / "b", home=home, sessions_dir=store)
     try:
         with events(second.url) as stream:
             snap = stream.next().data["data"]

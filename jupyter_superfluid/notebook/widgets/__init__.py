@@ -1,4 +1,4 @@
-"""ipywidgets 8 widgets of the notebook side: ``ResponseView`` and ``ConversationTree``.
+"""ipywidgets 8 widgets of the notebook side: ResponseView, ConversationTree, ModelsView.
 
 Their front-end is the ``jupyter-superfluid`` JupyterLab / Notebook 7 extension
 (``labextension/``), installed with the package. ``widget_renderer`` is the
@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._frontend import ENV_WIDGETS, MODULE_NAME, MODULE_VERSION, frontend_available
+from .models_view import ModelsView
 from .response_view import ResponseView, StopRequested
 from .tree import ConversationTree
 
@@ -19,6 +20,7 @@ __all__ = [
     "MODULE_NAME",
     "MODULE_VERSION",
     "ConversationTree",
+    "ModelsView",
     "ResponseView",
     "StopRequested",
     "frontend_available",

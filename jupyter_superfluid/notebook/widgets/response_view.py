@@ -55,6 +55,11 @@ class ResponseView(widgets.DOMWidget):
     stop_mode = Enum(("message", "interrupt", "none"), "none", help="How Stop stops.").tag(
         sync=True
     )
+    waiting: Any = Dict(
+        allow_none=True,
+        default_value=None,
+        help="The model's state (with its progress) while it downloads or loads.",
+    ).tag(sync=True)
 
     def __init__(self, *, autodisplay: bool = False, interval: float = 0.05, **kwargs: Any):
         super().__init__(**kwargs)
@@ -122,6 +127,7 @@ class ResponseView(widgets.DOMWidget):
             self.usage = copy.deepcopy(state.usage)
             self.error = state.error
             self.stop_mode = self._stop_mode
+            self.waiting = copy.deepcopy(state.waiting)
         self.syncs += 1
         self._dirty = False
         self._last_sync = time.monotonic()

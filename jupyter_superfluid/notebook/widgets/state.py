@@ -76,6 +76,7 @@ class ResponseState:
     items: list[dict[str, Any]] = field(default_factory=list)
     usage: dict[str, Any] | None = None
     error: str = ""
+    waiting: dict[str, Any] | None = None  # the model's state while it is not ready yet
     _round: dict[int, int] = field(default_factory=dict)  # output_index -> position in items
     _first_delta: float | None = None
 
@@ -109,7 +110,14 @@ class ResponseState:
         position = self._round.get(int(event.get("output_index", -1)))
         return self.items[position] if position is not None else None
 
+    def _waiting(self, event: Mapping[str, Any]) -> bool:
+        """The cell's model is downloading or loading: keep its latest state."""
+        model = event.get("model")
+        self.waiting = dict(model) if isinstance(model, Mapping) else None
+        return True
+
     def _created(self, event: Mapping[str, Any]) -> bool:
+        self.waiting = None
         response = event.get("response") or {}
         self.response_id = str(response.get("id", ""))
         self.model = str(response.get("model") or self.model)
@@ -171,6 +179,7 @@ class ResponseState:
 
     def cancel(self, message: str) -> None:
         """The stream was closed before the end: nothing was stored."""
+        self.waiting = None
         self.status = "cancelled"
         self.error = message
         for item in self.items:
@@ -179,6 +188,7 @@ class ResponseState:
 
     def fail(self, message: str) -> None:
         """The cell failed with a readable message."""
+        self.waiting = None
         self.status = "failed"
         self.error = message
 
@@ -192,5 +202,6 @@ _HANDLERS: dict[str, Callable[[ResponseState, Mapping[str, Any]], bool]] = {
     "response.failed": ResponseState._failed,
     "error": ResponseState._failed,
     "superfluid.tool_output": ResponseState._tool_output,
+    "superfluid.model_waiting": ResponseState._waiting,
     **{kind: ResponseState._final for kind in FINAL},
 }
