@@ -41,7 +41,7 @@ from .kvfile import (
     write_state,
 )
 from .kvmemory import KVState, Staged
-from .prefix_index import BlockIndex, common_prefix
+from .prefix_index import BlockIndex
 
 log = logging.getLogger(__name__)
 
@@ -255,11 +255,6 @@ class DiskTier:
                 "disk_evicted": self.evicted,
                 "disk_refused": self.refused,
             }
-
-    def covers(self, tokens: tuple[int, ...]) -> int:
-        """Tokens of ``tokens`` the best file covers (for tests and stats)."""
-        held, _ = self.best(tokens)
-        return common_prefix(held, tokens)
 
     def close(self) -> None:
         """Finish the queued writes, then stop both threads (blocking)."""
