@@ -129,6 +129,7 @@ def test_function_call_roundtrip(server):
             "input": "Use the weather tool for San Francisco.",
             "tools": [WEATHER],
             "tool_choice": {"type": "function", "name": "get_weather"},
+            "seed": 0,
         },
     )
     call = next(o for o in first["output"] if o["type"] == "function_call")
