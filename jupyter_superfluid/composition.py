@@ -147,7 +147,11 @@ def _lifecycle(config: Superfluid, store: Store) -> ModelLifecycle:
         cache_slots=config.cache_slots,
         kv_tokens=config.kv_tokens or None,
         park_mib=config.cache_ram,
-        launcher=launcher_for(config.engine_isolation, restart_wait=config.engine_restart_wait),
+        launcher=launcher_for(
+            config.engine_isolation,
+            restart_wait=config.engine_restart_wait,
+            stall_timeout=config.engine_stall_timeout,
+        ),
         remote_timeout=config.remote_timeout,
         kv_dir=str(Path(config.sessions_dir) / "kv"),
         disk_mib=config.cache_disk,

@@ -126,6 +126,16 @@ class Superfluid(LoggingConfigurable):
         "crash before it is answered 503 engine_unavailable.",
     ).tag(config=True)
 
+    engine_stall_timeout = Float(
+        300.0,
+        min=0.0,
+        help="Seconds an engine process with generations in flight may make no progress "
+        "(no step finished, or nothing heard: stopped, deadlocked) before it is killed and "
+        "restarted (its generations fail, engine_crashed); also the longest a tokenizing "
+        "call waits. It must exceed the longest single step (a prompt chunk of the largest "
+        "model on the slowest machine). 0: never.",
+    ).tag(config=True)
+
     api_keys = List(
         Unicode(),
         help="API keys accepted as 'Authorization: Bearer KEY' (all share one principal).",
@@ -166,6 +176,7 @@ CLI_ALIASES: dict[str, str] = {
     "cache-ram": "Superfluid.cache_ram",
     "engine-isolation": "Superfluid.engine_isolation",
     "engine-restart-wait": "Superfluid.engine_restart_wait",
+    "engine-stall-timeout": "Superfluid.engine_stall_timeout",
     "remote-timeout": "Superfluid.remote_timeout",
     "model-wait": "Superfluid.model_wait",
     "cache-disk": "Superfluid.cache_disk",

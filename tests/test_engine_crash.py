@@ -1,4 +1,4 @@
-"""The engine process dies (SIGKILL, SIGSEGV) under a real standalone server.
+"""The engine process dies (SIGKILL, SIGSEGV) or stalls (SIGSTOP) under a real standalone server.
 
 Every protocol's client sees the failure in its own shape with ``engine_crashed``,
 nothing half-generated is stored, the supervisor restarts the engine and the next
@@ -90,6 +90,35 @@ def test_a_responses_stream_ends_failed_and_nothing_is_stored(sf_start_standalon
     with pytest.raises(openai.NotFoundError):
         client_for(server).responses.retrieve(failed["response"]["id"])
     assert_back(server, pid)
+
+
+def test_a_stopped_engine_is_killed_and_its_responses_stream_ends_failed(
+    sf_start_standalone: Any,
+) -> None:
+    server = sf_start_standalone("--engine-stall-timeout=3")
+    pid = engine_pid(server)
+    before = stored_rows(server)
+    body = {"model": CHATML, "input": "go", "stream": True, "max_output_tokens": 1800}
+    events: list[tuple[str, dict[str, Any]]] = []
+    with httpx.stream(
+        "POST", server.base_url + "/responses", json={**body, "logit_bias": NO_EOS}, timeout=120
+    ) as r:
+        for name, data in sse_events(r):
+            events.append((name, data))
+            if name == "response.output_text.delta" and len(events) == 8:
+                os.kill(pid, signal.SIGSTOP)  # alive, but it makes no progress
+    names = [name for name, _ in events]
+    assert names[0] == "response.created" and names[-2:] == ["error", "response.failed"]
+    error, failed = events[-2][1], events[-1][1]
+    assert error["code"] == error["error"]["code"] == "engine_crashed"
+    assert f"(pid {pid}) stopped making progress for " in error["message"]
+    assert "(it sent nothing: stopped or frozen) and was killed; its last log" in error["message"]
+    assert failed["response"]["status"] == "failed"
+    assert failed["response"]["error"]["code"] == "engine_crashed"
+    assert stored_rows(server) == before
+    assert f"(pid {pid}) stopped making progress" in server.log()  # logged, with the restart
+    assert_back(server, pid)
+    assert model_status(server)["engine_stalls"] == 1
 
 
 def test_the_openai_sdk_raises_the_crash_of_a_responses_stream(sf_start_standalone: Any) -> None:

@@ -44,12 +44,20 @@ async def launch_in_process(model_id: str, path: Path, **options: Any) -> Engine
     return await ProcessEngine.start(model_id, path, **options)
 
 
-def launcher_for(isolation: str, *, restart_wait: float | None = None) -> Launcher:
-    """The launcher of an ``engine_isolation`` setting ("process" or "thread")."""
+def launcher_for(
+    isolation: str, *, restart_wait: float | None = None, stall_timeout: float | None = None
+) -> Launcher:
+    """The launcher of an ``engine_isolation`` setting ("process" or "thread").
+
+    ``restart_wait`` and ``stall_timeout`` (``ProcessEngine.start``) apply to
+    engine processes; None keeps their defaults.
+    """
     if isolation == "thread":
         return launch_in_thread
     if isolation != "process":
         raise ValueError(f"unknown engine isolation {isolation!r} (process or thread)")
-    if restart_wait is None:
+    settings = {"restart_wait": restart_wait, "stall_timeout": stall_timeout}
+    given: dict[str, Any] = {name: value for name, value in settings.items() if value is not None}
+    if not given:
         return launch_in_process
-    return functools.partial(launch_in_process, restart_wait=restart_wait)
+    return functools.partial(launch_in_process, **given)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import signal
 import subprocess
 import time
@@ -11,9 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
-from jupyter_superfluid.engine import testmodels
-from jupyter_superfluid.engine.tiny_templates import CHATML
 
 REMOTE_KEY = "remote-secret"
 SLOTS = 4
@@ -98,23 +94,3 @@ class RemoteServer:
                 return counters
             time.sleep(0.05)
         raise AssertionError("llama-server kept processing")
-
-
-def slow_model(cache: Path) -> Path:
-    """A ChatML model big enough (8 layers, 512 wide) that one thread generates ~200 tokens/s.
-
-    The tiny models run at thousands of tokens a second, faster than a client can act
-    on a stream; this one lets a test disconnect while the remote is still generating.
-    """
-    digest = hashlib.sha256(Path(testmodels.__file__).read_bytes()).hexdigest()[:12]
-    return testmodels.build_cached(
-        cache / f"slow-8x512-{digest}.gguf",
-        chat_template=CHATML,
-        n_layer=8,
-        n_embd=512,
-        n_head=8,
-        context_length=SLOT_CONTEXT,
-        seed=1,
-        f16=True,
-        name="slow",
-    )

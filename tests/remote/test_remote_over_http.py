@@ -16,13 +16,14 @@ import jsonschema
 import openai
 import pytest
 from media_samples import data_url, png
+from slow_model import slow_model
 
 from jupyter_superfluid.engine.testmodels import EOS_TOKEN, vocabulary
 from jupyter_superfluid.pytest_plugin import StandaloneServer
 from jupyter_superfluid.sessions import Store
 
 from .conftest import start_over_remotes
-from .helpers import SLOT_CONTEXT, RemoteServer, slow_model
+from .helpers import SLOT_CONTEXT, RemoteServer
 
 NO_EOS = {str(vocabulary()[0].index(EOS_TOKEN)): -100}
 CITY = {"type": "object", "properties": {"city": {"enum": ["Paris", "Oslo"]}}, "required": ["city"]}

@@ -5,7 +5,9 @@ sockets it inherited (``wire.py``). Threads: the main thread loads the model and
 then waits for ``close``; a control thread reads requests (generate, cancel,
 close); the engine's worker thread runs the step loop and, after every step,
 sends every event of that step in one frame; a few call threads answer the
-blocking calls (tokenize, detokenize, tokenize_media).
+blocking calls (tokenize, detokenize, tokenize_media); while generations are in
+flight, a heartbeat thread sends the worker's step count every period, so that
+the server can tell a live process from a stopped or wedged one (``watchdog.py``).
 
 It never outlives the server: when the control socket reaches end of file (the
 server exited, however it died) it exits at once, and on Linux the kernel also
@@ -48,6 +50,9 @@ class EngineServer:
         self.ready = threading.Event()
         self.closing = threading.Event()
         self._sequences: dict[int, Sequence] = {}
+        self._live: set[int] = set()  # generations that still owe events (heartbeats go)
+        self._working = threading.Event()  # set with the first of them
+        self.steps = 0  # steps the worker finished (each ends in ``flush``)
         self._outbox: list[tuple[Any, ...]] = []
         self._stats: dict[str, object] | None = None
         self._stats_due = True
@@ -60,9 +65,13 @@ class EngineServer:
         """The ``emit`` callback of generation ``rid`` (called on the worker thread)."""
 
         def emit(event: EngineEvent) -> bool:
+            item = wire.event_to_wire(rid, event)
+            finished = isinstance(event, GenerationFinished)
             with self._lock:
-                self._outbox.append(wire.event_to_wire(rid, event))
-            if isinstance(event, GenerationFinished):
+                self._outbox.append(item)
+                if finished:
+                    self._live.discard(rid)
+            if finished:
                 self._sequences.pop(rid, None)
                 self._stats_due = True  # a finished generation's counters go with its end
             return True
@@ -80,6 +89,7 @@ class EngineServer:
         ``STATS_EVERY_S`` (they cost more than a step's events).
         """
         with self._lock:
+            self.steps += 1
             events, self._outbox = self._outbox, []
             stats = None
             now = time.monotonic()
@@ -115,6 +125,9 @@ class EngineServer:
                 _parent_gone()
             tag = message[0]
             if tag == "gen":
+                with self._lock:
+                    self._live.add(message[1])
+                    self._working.set()
                 self._generate(message[1], message[2])
             elif tag == "cancel":
                 seq = self._sequences.get(message[1])
@@ -134,8 +147,25 @@ class EngineServer:
         except Exception as err:
             self._sequences.pop(rid, None)
             with self._lock:
+                self._live.discard(rid)
                 self._outbox.append((rid, wire.REFUSED, wire.error_to_wire(err)))
             self.flush()
+
+    def beat(self, period: float) -> None:
+        """The heartbeat thread: ``("hb", steps)`` every ``period`` s while generations run.
+
+        Its own thread, so that it goes on while the worker is in a long step
+        (llama.cpp's calls release the GIL); a stopped process, or a hang that
+        holds the GIL, sends nothing, which the server's watchdog sees as well.
+        """
+        while True:
+            self._working.wait()
+            time.sleep(period)
+            with self._lock:
+                if not self._live:
+                    self._working.clear()  # idle: no heartbeats until the next generation
+                    continue
+                self._send(("hb", self.steps))
 
     def serve_calls(self, sock: socket.socket) -> None:
         """A call thread: answer blocking calls one at a time until the server closes it."""
@@ -186,6 +216,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--parent", type=int, required=True, help="the server's pid")
     parser.add_argument("--control", type=int, required=True, help="control socket fd")
     parser.add_argument("--calls", default="", help="call socket fds, comma separated")
+    parser.add_argument("--heartbeat", type=float, default=0.0, help="seconds; 0: none")
     return parser.parse_args(argv)
 
 
@@ -205,6 +236,10 @@ def main(argv: list[str] | None = None) -> int:
     except (EOFError, OSError):
         return 0
     threading.Thread(target=server.serve_control, name="control", daemon=True).start()
+    if args.heartbeat > 0:
+        beat = threading.Thread(target=server.beat, args=(args.heartbeat,), daemon=True)
+        beat.name = "heartbeat"
+        beat.start()
     for i, sock in enumerate(calls):
         name = f"calls-{i}"
         threading.Thread(target=server.serve_calls, args=(sock,), name=name, daemon=True).start()

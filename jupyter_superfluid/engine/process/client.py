@@ -9,7 +9,10 @@ call channel (call them from worker threads, as the chat path does).
 When the engine process dies, every generation in flight ends at once with
 ``GenerationFinished(reason="error", code="engine_crashed")`` and a message naming
 the exit signal and the process's last log lines; the supervisor starts a new
-process, and requests wait for it (``supervisor.py``). Calls that a crash
+process, and requests wait for it (``supervisor.py``). A process that stops making
+progress (stopped, deadlocked, spinning) for ``stall_timeout`` seconds while
+generations are in flight is killed (``watchdog.py``) and ends them the same way,
+the message saying so. Calls that a crash
 interrupted are tried once more on the new process; generations are not (they
 had sent tokens already).
 """
@@ -32,6 +35,7 @@ from ..base import (
 from . import wire
 from .spawn import ChannelLost
 from .supervisor import RESTART_WAIT_S, Supervisor
+from .watchdog import STALL_TIMEOUT_S, Watch
 
 
 class ProcessEngine:
@@ -49,10 +53,19 @@ class ProcessEngine:
         path: str | Path,
         *,
         restart_wait: float = RESTART_WAIT_S,
+        stall_timeout: float = STALL_TIMEOUT_S,
+        heartbeat: float | None = None,
         **options: Any,
     ) -> ProcessEngine:
-        """Start the engine process and load the model there; raises what the load raised."""
-        supervisor = Supervisor(model_id, Path(path), options, restart_wait=restart_wait)
+        """Start the engine process and load the model there; raises what the load raised.
+
+        ``stall_timeout``: seconds without progress before the process is killed
+        (0: never); ``heartbeat``: seconds between its heartbeats (None: derived).
+        """
+        watch = Watch(stall_timeout, heartbeat)
+        supervisor = Supervisor(
+            model_id, Path(path), options, restart_wait=restart_wait, watch=watch
+        )
         await supervisor.start()
         return cls(supervisor)
 

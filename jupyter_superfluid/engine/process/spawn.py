@@ -10,7 +10,9 @@ sockets from worker threads, one call per socket at a time.
 The process's stderr (its log, and a crash's last words: a fatal signal's
 tracebacks from ``faulthandler``, a GGML assert) is re-logged here and its tail
 kept, so that when the process dies every generation in flight ends at once with
-``engine_crashed`` and a message naming the exit signal and those lines.
+``engine_crashed`` and a message naming the exit signal and those lines. A process
+that lives but makes no progress is killed by its watchdog (``watchdog.py``), and
+ends the same way, its message saying so.
 """
 
 from __future__ import annotations
@@ -37,15 +39,15 @@ from ..base import (
     ModelLoadError,
 )
 from . import wire
+from .exits import exit_status, quoted_lines
+from .watchdog import DEFAULT_WATCH, Sample, Watch, Watchdog
 
 log = logging.getLogger("jupyter_superfluid.engine.process")
 
 CHILD_MODULE = "jupyter_superfluid.engine.process.child"
 CALL_CHANNELS = 4
-CALL_TIMEOUT_S = 600.0
 CLOSE_TIMEOUT_S = 10.0
 LOG_LINES_KEPT = 200
-LOG_LINES_QUOTED = 8
 
 
 class ChannelLost(Exception):
@@ -55,11 +57,12 @@ class ChannelLost(Exception):
 class Stream:
     """One generation's events as they arrive, for its one consumer."""
 
-    __slots__ = ("events", "tokens", "waiter")
+    __slots__ = ("ended", "events", "tokens", "waiter")
 
     def __init__(self) -> None:
         self.events: deque[EngineEvent | EngineError] = deque()
         self.tokens = 0  # TokenGenerated events so far
+        self.ended = False  # its last event came: the process owes it nothing more
         self.waiter: asyncio.Future[None] | None = None
 
     def push(self, event: EngineEvent | EngineError) -> None:
@@ -102,7 +105,9 @@ ExitCallback = Callable[["EngineProcess", str], None]
 class EngineProcess:
     """A started engine process: its sockets, its generations in flight, its log."""
 
-    def __init__(self, model_id: str, process: asyncio.subprocess.Process) -> None:
+    def __init__(
+        self, model_id: str, process: asyncio.subprocess.Process, watch: Watch = DEFAULT_WATCH
+    ) -> None:
         self.model_id = model_id
         self.process = process
         self.pid = process.pid
@@ -113,7 +118,12 @@ class EngineProcess:
         self.dead = False  # its exit has been seen
         self.lost = False  # a call channel broke: it is exiting
         self.closing = False
+        self.stalled: str | None = None  # why the watchdog killed it
         self.on_exit: ExitCallback | None = None
+        self.frames = 0  # "ev" frames received (each is a step's)
+        self.beats = 0  # heartbeats received
+        self.steps = 0  # the worker's steps, as the last heartbeat said
+        self.watchdog = Watchdog(watch, self._progress, self.kill_stalled)
         self._transport: asyncio.Transport | None = None
         self._calls: queue.SimpleQueue[socket.socket] = queue.SimpleQueue()
         self._next_rid = 0
@@ -124,7 +134,9 @@ class EngineProcess:
         self.exited: asyncio.Future[int] = loop.create_future()
 
     @classmethod
-    async def spawn(cls, model_id: str, path: Path, options: dict[str, Any]) -> EngineProcess:
+    async def spawn(
+        cls, model_id: str, path: Path, options: dict[str, Any], watch: Watch = DEFAULT_WATCH
+    ) -> EngineProcess:
         """Start a process that loads ``path``; it once ready. Raises what the load raised."""
         loop = asyncio.get_running_loop()
         control, child_control = socket.socketpair()
@@ -132,7 +144,7 @@ class EngineProcess:
         fds = [child_control.fileno(), *(child.fileno() for _, child in pairs)]
         try:
             process = await asyncio.create_subprocess_exec(
-                *_command(fds),
+                *_command(fds, watch.beat),
                 pass_fds=fds,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
@@ -146,9 +158,9 @@ class EngineProcess:
             child_control.close()
             for _, child in pairs:
                 child.close()
-        self = cls(model_id, process)
+        self = cls(model_id, process, watch)
         for ours, _ in pairs:
-            ours.settimeout(CALL_TIMEOUT_S)
+            ours.settimeout(watch.call_timeout)
             self._calls.put(ours)
         self._log_task = loop.create_task(self._read_log())
         self._watch_task = loop.create_task(self._watch())
@@ -173,6 +185,7 @@ class EngineProcess:
         """Dispatch one frame from the process."""
         tag = message[0]
         if tag == "ev":
+            self.frames += 1
             if message[2] is not None:
                 self.stats = message[2]
             streams = self.streams
@@ -181,7 +194,12 @@ class EngineProcess:
                 if stream is not None:
                     if item[1] == wire.TOKEN:
                         stream.tokens += 1
+                    elif item[1] != wire.PROMPT:  # finished, or refused
+                        stream.ended = True
                     stream.push(wire.event_from_wire(item))
+        elif tag == "hb":
+            self.beats += 1
+            self.steps = message[1]
         elif tag == "ready":
             self.info = wire.info_from_wire(message[1])
             if not self._ready.done():
@@ -207,6 +225,7 @@ class EngineProcess:
         rid, stream = self._next_rid, Stream()
         self.streams[rid] = stream
         self.send(("gen", rid, wire.request_to_wire(request)))
+        self.watchdog.arm()
         return rid, stream
 
     def release(self, rid: int, *, cancel: bool) -> None:
@@ -226,14 +245,37 @@ class EngineProcess:
             sock.close()
             self.lost = True  # the process never closes a channel: it is gone
             if isinstance(err, TimeoutError):  # hung: end it, so that it is restarted
-                log.error("engine %s [%d] did not answer; killing it", self.model_id, self.pid)
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(self.pid, signal.SIGKILL)
+                waited = self.watchdog.watch.call_timeout
+                name = _CALL_NAMES.get(message[0], message[0])
+                self.kill_stalled(
+                    f"stopped making progress for {waited:.1f} s (a {name} call went unanswered)"
+                )
             raise ChannelLost from err
         self._calls.put(sock)
         if reply[0] == "ok":
             return reply[1]
         raise wire.error_from_wire(reply[1])
+
+    # -- stalls ---------------------------------------------------------------
+
+    def _progress(self) -> Sample | None:
+        """What the watchdog looks at: None unless generations wait on this process."""
+        if self.gone or self.closing or all(s.ended for s in self.streams.values()):
+            return None
+        return self.frames + self.beats, (self.frames, self.steps)
+
+    def kill_stalled(self, why: str) -> None:
+        """End a process that stopped making progress (any thread); its exit does the rest."""
+        if self.dead or self.stalled is not None:
+            return
+        self.stalled, self.lost = why, True
+        log.error(
+            "superfluid: the engine process of %s (pid %d) %s with %d generation(s) in "
+            "flight; killing it",
+            *(self.model_id, self.pid, why, sum(not s.ended for s in self.streams.values())),
+        )
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
 
     def _take_channel(self) -> socket.socket:
         while True:
@@ -272,6 +314,7 @@ class EngineProcess:
         """Wait for the process to exit; then end everything in flight."""
         code = await self.process.wait()
         self.dead = True
+        self.watchdog.disarm()
         with contextlib.suppress(asyncio.TimeoutError):  # the log's last lines, if they come
             if self._log_task is not None:
                 await asyncio.wait_for(asyncio.shield(self._log_task), 2.0)
@@ -300,13 +343,7 @@ class EngineProcess:
 
     def describe_exit(self, code: int, when: str = "") -> str:
         """How the process ended (``when``: e.g. "while loading"), with its last log lines."""
-        if code < 0:
-            try:
-                how = f"was killed by {signal.Signals(-code).name}"
-            except ValueError:
-                how = f"was killed by signal {-code}"
-        else:
-            how = f"exited with code {code}"
+        how = f"{self.stalled} and was killed" if self.stalled is not None else exit_status(code)
         lines = quoted_lines(list(self.log_tail))
         said = "; its last log lines: " + " | ".join(lines) if lines else "; it logged nothing"
         when = f" {when}" if when else ""
@@ -328,28 +365,10 @@ class EngineProcess:
             await self.exited
 
 
-def quoted_lines(lines: list[str]) -> list[str]:
-    """The lines worth quoting from a log's tail: its last lines, or a fatal error's."""
-    fatal = next((i for i, line in enumerate(lines) if line.startswith("Fatal Python error")), None)
-    if fatal is None:
-        picked = lines[-LOG_LINES_QUOTED:]
-    else:
-        # faulthandler's report: before it, the engine's own last lines; then the
-        # error and the frames of the thread that hit it (the other threads' stacks
-        # say little).
-        before = lines[max(0, fatal - 3) : fatal]
-        current = next(
-            (i for i in range(fatal, len(lines)) if lines[i].startswith(_STACK_HEADS)), None
-        )
-        frames = lines[current : current + 4] if current is not None else []
-        picked = [*before, lines[fatal], *frames]
-    return [line.strip()[:300] for line in picked]
+_CALL_NAMES = {"tok": "tokenize", "detok": "detokenize", "media": "tokenize_media"}
 
 
-_STACK_HEADS = ("Stack (", "Current thread", "Thread 0x")
-
-
-def _command(fds: list[int]) -> list[str]:
+def _command(fds: list[int], heartbeat: float) -> list[str]:
     control, *calls = fds
     return [
         sys.executable,
@@ -361,6 +380,8 @@ def _command(fds: list[int]) -> list[str]:
         str(control),
         "--calls",
         ",".join(map(str, calls)),
+        "--heartbeat",
+        str(heartbeat),
     ]
 
 

@@ -8,7 +8,8 @@ up to 30 s), and goes back to the shortest once a process has lived a minute.
 Requests that come while the engine is down wait for the restart, up to
 ``restart_wait`` seconds; when the last attempt to start failed they are refused
 at once (``EngineUnavailableError``, 503 ``engine_unavailable``), never left to
-hang.
+hang. A process that stops making progress is killed by its watchdog
+(``watchdog.py``) and restarted like one that crashed.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 from ..base import EngineError, EngineUnavailableError, ModelInfo
 from .spawn import EngineProcess
+from .watchdog import DEFAULT_WATCH, Watch
 
 log = logging.getLogger("jupyter_superfluid.engine.process")
 
@@ -47,15 +49,18 @@ class Supervisor:
         options: dict[str, Any],
         *,
         restart_wait: float = RESTART_WAIT_S,
+        watch: Watch | None = None,
     ) -> None:
         self.model_id = model_id
         self.path = path
         self.options = options
         self.restart_wait = restart_wait
+        self.watch = watch or DEFAULT_WATCH
         self.current: EngineProcess | None = None
         self.info: ModelInfo | None = None
         self.state = "starting"  # ready | restarting | closed
         self.restarts = 0
+        self.stalls = 0  # processes its watchdog killed
         self.last_exit: str | None = None  # how the last process ended
         self.start_error: str | None = None  # why the last start failed, until one works
         self._failures = 0
@@ -70,7 +75,10 @@ class Supervisor:
         """Start the first process (the model's load); raises what the load raised."""
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
-        self._adopt(await EngineProcess.spawn(self.model_id, self.path, self.options))
+        self._adopt(await self._spawn())
+
+    async def _spawn(self) -> EngineProcess:
+        return await EngineProcess.spawn(self.model_id, self.path, self.options, self.watch)
 
     def _adopt(self, process: EngineProcess) -> None:
         self.info = self.info or process.info
@@ -91,6 +99,7 @@ class Supervisor:
         """A process died on its own: log it and schedule its restart."""
         if process is not self.current or self.state == "closed":
             return
+        self.stalls += process.stalled is not None
         quick = time.monotonic() - self._since < STABLE_AFTER_S
         self._failures = self._failures + 1 if quick else 0
         delay = backoff(self._failures)
@@ -105,7 +114,7 @@ class Supervisor:
             self._retry_at = time.monotonic() + delay
             await asyncio.sleep(delay)
             try:
-                process = await EngineProcess.spawn(self.model_id, self.path, self.options)
+                process = await self._spawn()
             except Exception as err:
                 self._failures += 1
                 delay = backoff(self._failures)
@@ -187,6 +196,7 @@ class Supervisor:
             **(current.stats if current is not None else {}),
             "engine_pid": current.pid if current is not None else None,
             "engine_restarts": self.restarts,
+            "engine_stalls": self.stalls,
             "engine_state": self.state,
         }
 

@@ -9,9 +9,11 @@ Control channel (one socket, read by the server's event loop):
 
 - server → engine: ``("load", model_id, path, options)``, ``("gen", rid, request)``,
   ``("cancel", rid)``, ``("close",)``.
-- engine → server: ``("ready", info, pid)``, ``("load_failed", error)`` and
+- engine → server: ``("ready", info, pid)``, ``("load_failed", error)``,
   ``("ev", events, stats)``: every event of one worker step for every generation
-  in one frame, with the engine's counters when they changed.
+  in one frame, with the engine's counters when they changed, and
+  ``("hb", steps)``: the heartbeat, with the worker's steps so far, sent every
+  period while generations are in flight (``watchdog.py``).
 
 Call channels (a few blocking sockets, one call at a time each): ``("tok", text,
 special)``, ``("detok", tokens)``, ``("media", text, media)`` answered by
