@@ -3,7 +3,8 @@
 Real engine processes: one stopped with SIGSTOP is killed after the stall timeout, its
 generations end ``engine_crashed`` with a message saying why, a blocking call on it gives
 up after the timeout and is answered by the next process; a live process in one long step
-is left alone. The decision itself (``StallClock``) is a pure function of what was heard.
+is left alone, unless that one step outlasts the timeout. The decision itself
+(``StallClock``) is a pure function of what was heard.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from jupyter_superfluid.engine.testmodels import EOS_TOKEN, vocabulary
 CHATML = "superfluid/tiny-chatml"
 NO_EOS = {vocabulary()[0].index(EOS_TOKEN): -100.0}
 STALL_S = 2.0
-FROZEN = "stopped making progress for "
+STALLED = "stopped making progress for "
 
 
 def test_a_stopped_engine_process_is_killed_and_its_generations_fail(
@@ -76,7 +77,7 @@ def test_a_stopped_engine_process_is_killed_and_its_generations_fail(
     assert [e.reason for _, e in ends] == ["error", "error"]
     assert {e.code for _, e in ends} == {"engine_crashed"}
     for seen, end in ends:
-        assert end.error is not None and f"(pid {pid}) {FROZEN}" in end.error
+        assert end.error is not None and f"(pid {pid}) {STALLED}" in end.error
         assert "(it sent nothing: stopped or frozen) and was killed" in end.error
         assert "; its last log lines: " in end.error
         assert end.completion_tokens == seen
@@ -137,6 +138,42 @@ def test_one_long_live_step_is_not_a_stall(sf_model_cache: Path) -> None:
     assert same_pid == pid and stats["engine_stalls"] == 0 and stats["engine_restarts"] == 0
     assert stats["decode_calls"] == 1  # the whole prompt in one step
     assert beats >= 3  # heard while that one step ran (llama.cpp releases the GIL)
+
+
+def test_one_step_longer_than_the_timeout_is_a_stall(sf_model_cache: Path) -> None:
+    # A live process whose worker sits in one llama.cpp call (4000 prompt tokens in one
+    # step take seconds even on a fast core) looks like a wedged one: heartbeats come,
+    # no step ends. The timeout is what must exceed the longest step.
+    prompt = [ord("a") + i % 26 for i in range(4000)]
+
+    async def scenario() -> tuple[GenerationFinished, int, int | None, int, dict]:
+        engine = await ProcessEngine.start(
+            "slow",
+            slow_model(sf_model_cache),
+            stall_timeout=1.0,
+            heartbeat=0.02,
+            threads=1,
+            batch_size=4096,
+            cache_slots=1,
+        )
+        try:
+            pid = engine.pid
+            assert pid is not None
+            process = engine._supervisor.current
+            assert process is not None
+            run = await asyncio.wait_for(agenerate(engine, prompt, max_tokens=1), 60)  # type: ignore[arg-type]
+            after = await agenerate(engine, [ord("a")] * 10, max_tokens=2)  # type: ignore[arg-type]
+            assert after.finished.reason == "length"
+            return run.finished, pid, engine.pid, process.beats, engine.stats()
+        finally:
+            await engine.close()
+
+    finished, pid, new_pid, beats, stats = asyncio.run(scenario())
+    assert finished.reason == "error" and finished.code == "engine_crashed"
+    assert finished.error is not None and f"(pid {pid}) {STALLED}" in finished.error
+    assert "(it was alive, but its worker did not finish a step) and was killed" in finished.error
+    assert beats >= 3 and finished.completion_tokens == 0
+    assert new_pid not in (None, pid) and stats["engine_stalls"] == 1
 
 
 # -- the decision, step by step ------------------------------------------------
