@@ -18,6 +18,18 @@ def is_running(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def is_stopped(pid: int) -> bool:
+    """Whether every thread of ``pid`` is stopped (SIGSTOP takes effect a moment after kill)."""
+    try:
+        states = [
+            (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            for task in Path(f"/proc/{pid}/task").iterdir()
+        ]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return bool(states) and all(state == "T" for state in states)
+
+
 def parent_of(pid: int) -> int:
     """The parent pid of ``pid``."""
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])

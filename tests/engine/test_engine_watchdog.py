@@ -15,7 +15,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from engine_processes import is_running
+from engine_processes import is_running, is_stopped, wait_until
 from sf_engine_helpers import agenerate, chat_prompt
 from slow_model import slow_model
 
@@ -97,6 +97,7 @@ def test_a_call_on_a_stopped_engine_process_is_answered_by_the_next(
             assert pid is not None
             before = await asyncio.to_thread(engine.tokenize, "hello")
             os.kill(pid, signal.SIGSTOP)
+            await asyncio.to_thread(wait_until, lambda: is_stopped(pid), "the process stops")
             # Unanswered for the stall timeout: the process is killed, the call goes again.
             after = await asyncio.wait_for(asyncio.to_thread(engine.tokenize, "hello"), 60)
             return before, after, pid, engine.pid, engine.stats()
