@@ -9,8 +9,11 @@ result still parses. Every grammar's start rule is ``root``.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from jupyter_superfluid.chat.syntax.model import ReasoningSyntax
@@ -50,15 +53,31 @@ def gbnf_not(chars: str) -> str:
     return f"[^{escaped}\\x00-\\x08\\x0B-\\x1F{_NOT_TEXT}]"
 
 
+@functools.cache
+def _schema_converter_class() -> Any:
+    """llama-cpp-python's ``SchemaConverter``, without loading the native library.
+
+    ``llama_cpp.llama_grammar`` is plain Python (stdlib only), but importing it through
+    its package runs ``llama_cpp/__init__``, which loads libllama into this process: the
+    server process that must never hold llama.cpp. So the module is loaded from its
+    file, under a private name.
+    """
+    spec = importlib.util.find_spec("llama_cpp")  # finds the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("llama-cpp-python is not installed")
+    path = Path(next(iter(spec.submodule_search_locations))) / "llama_grammar.py"
+    module_spec = importlib.util.spec_from_file_location("_superfluid_llama_grammar", path)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module.SchemaConverter
+
+
 class Rules:
     """Rules from JSON schemas (through llama-cpp-python's converter) plus our own."""
 
     def __init__(self) -> None:
-        # Imported lazily: loading llama_cpp loads the native library, which the rest of
-        # the chat layer never needs.
-        from llama_cpp.llama_grammar import SchemaConverter
-
-        self._converter = SchemaConverter(
+        self._converter = _schema_converter_class()(
             prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False
         )
         self._extra: dict[str, str] = {}
