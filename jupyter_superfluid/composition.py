@@ -19,13 +19,13 @@ from pathlib import Path
 from .config import Superfluid
 from .engine.launch import launcher_for
 from .engine.registry import DEFAULT_MODELS, ModelRegistry
-from .generation.lifecycle import StoredTurns
-from .generation.model_lifecycle import ModelLifecycle
-from .generation.models import ModelHub
-from .generation.served_set import served_specs
 from .generation.service import ChatService
+from .generation.stored_turns import StoredTurns
 from .lmsp import handlers as lmsp_handlers
 from .lmsp.service import Lmsp
+from .models.hub import ModelHub
+from .models.lifecycle import ModelLifecycle
+from .models.served_set import served_specs
 from .models_api import handlers as models_api_handlers
 from .openai_api import handlers as openai_handlers
 from .openai_api import responses_handlers

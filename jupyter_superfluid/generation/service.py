@@ -43,9 +43,9 @@ from ..engine.base import (
     TokenGenerated,
 )
 from ..errors import ContextLengthExceeded, EngineUnavailable, InvalidRequest, generation_error
+from ..models.hub import ModelHub
 from ..sessions import Event, IdempotentResult, NewResponse, NewSession, Store, new_id
 from . import media as media_input
-from .models import ModelHub
 from .prompting import Continuation, Prompt, PromptBuilder, PromptEvent, head_key, message_item
 
 log = logging.getLogger(__name__)

@@ -17,8 +17,8 @@ from typing import Any
 from .._version import __version__
 from ..config import Superfluid
 from ..errors import NotFound
-from ..generation.model_states import ModelState
-from ..generation.models import ModelHub
+from ..models.hub import ModelHub
+from ..models.states import ModelState
 from . import capabilities
 from .protocol import EXTENSION, SUPPORTED_VERSIONS
 

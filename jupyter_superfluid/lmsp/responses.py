@@ -15,10 +15,10 @@ from typing import Any
 
 from ..chat.types import ChatRequest, ChatSampling, OutputFormat
 from ..generation.items import messages_of, to_tool_choice, to_tools
-from ..generation.lifecycle import PreparedTurn, StoredTurns
-from ..generation.models import ModelHub
 from ..generation.service import ensure_messages
+from ..generation.stored_turns import PreparedTurn, StoredTurns
 from ..generation.wire import FunctionChoice, FunctionTool
+from ..models.hub import ModelHub
 from ..sessions import IdempotentResult
 from ..validation import check_schema, parse
 from ..web.auth import Principal

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import Superfluid
-from ..generation.lifecycle import StoredTurns
-from ..generation.models import ModelHub
+from ..generation.stored_turns import StoredTurns
+from ..models.hub import ModelHub
 from ..sessions import Store
 from .discovery import Discovery
 from .idempotency import Idempotency

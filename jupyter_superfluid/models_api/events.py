@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from ..generation.model_lifecycle import ModelLifecycle
-from ..generation.model_states import ModelEvent, ModelState
+from ..models.lifecycle import ModelLifecycle
+from ..models.states import ModelEvent, ModelState
 from ..web.sse import SSE
 
 KEEPALIVE_S = 15.0

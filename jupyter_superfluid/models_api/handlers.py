@@ -13,8 +13,8 @@ from pydantic import BaseModel
 
 from ..engine.registry import ModelNotFoundError
 from ..errors import Conflict, InvalidRequest, NotFound
-from ..generation.model_lifecycle import ModelConflict, ModelLifecycle
-from ..generation.models import ModelHub
+from ..models.hub import ModelHub
+from ..models.lifecycle import ModelConflict, ModelLifecycle
 from ..validation import parse
 from ..web.base import Access, ProtocolHandler, Route
 from .events import follow, model_object, snapshot

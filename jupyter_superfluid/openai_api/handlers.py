@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel
 
-from ..generation.models import ModelHub
+from ..models.hub import ModelHub
 from ..web.base import Access, ProtocolHandler, Route
 from .chat_completions import ChatCompletions, stream_error
 from .models import model_list, model_object

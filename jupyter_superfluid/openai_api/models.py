@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import NotFound
-from ..generation.models import ModelHub
+from ..models.hub import ModelHub
 
 
 def model_object(models: ModelHub, model_id: str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from ..generation.items import (
     to_tool_choice,
     to_tools,
 )
-from ..generation.lifecycle import PreparedTurn, SilentEncoder, StoredTurns
+from ..generation.stored_turns import PreparedTurn, SilentEncoder, StoredTurns
 from ..generation.wire import FunctionTool
 from ..web.auth import Principal
 from ..web.sse import SSE

@@ -16,15 +16,15 @@ import pytest
 from jupyter_superfluid.engine.hub_cache import HubFile, cached_file, partial_bytes
 from jupyter_superfluid.engine.registry import ModelRegistry
 from jupyter_superfluid.errors import ModelLoading, ModelUnavailable
-from jupyter_superfluid.generation.model_lifecycle import (
+from jupyter_superfluid.models.hub import ModelHub
+from jupyter_superfluid.models.lifecycle import (
     ModelConflict,
     ModelFailed,
     ModelLifecycle,
     ModelNotReady,
 )
-from jupyter_superfluid.generation.model_states import EventLog, ModelEvent, ModelState
-from jupyter_superfluid.generation.models import ModelHub
-from jupyter_superfluid.generation.served_set import served_specs
+from jupyter_superfluid.models.served_set import served_specs
+from jupyter_superfluid.models.states import EventLog, ModelEvent, ModelState
 from jupyter_superfluid.sessions import Store
 from tests.local_hub import LocalHub
 

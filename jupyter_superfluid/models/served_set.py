@@ -17,7 +17,7 @@ from pathlib import Path
 from ..engine.hub_cache import HubFile, cached_file, delete_cached, partial_bytes
 from ..engine.registry import ModelSpec, hub_files, parse_spec
 from ..sessions import ServedModelRecord
-from .model_states import ModelState, Origin, Progress
+from .states import ModelState, Origin, Progress
 
 log = logging.getLogger(__name__)
 

@@ -19,14 +19,14 @@ from typing import Any
 from ..chat.codec import ChatCodec
 from ..engine.registry import ModelNotFoundError
 from ..errors import APIError, EngineUnavailable, ModelLoading, ModelNotFound, ModelUnavailable
-from .model_lifecycle import (
+from .lifecycle import (
     FALLBACK_TEMPLATE,
     LoadedModel,
     ModelFailed,
     ModelLifecycle,
     ModelNotReady,
 )
-from .model_states import ModelState
+from .states import ModelState
 
 __all__ = ["LoadedModel", "ModelHub", "PeekedModel"]
 ON_DISK = ("available", "loading", "loaded", "unloaded")

@@ -1,7 +1,7 @@
 """The model lifecycle: one state machine per served model, the one source of its state.
 
 Each model goes "resolve its files (download) → launch its engine → loaded / failed →
-close" (``model_states`` draws the states). ``ModelLifecycle`` runs at most one job
+close" (``states`` draws the states). ``ModelLifecycle`` runs at most one job
 per model at a time, in the background: a download runs in a worker thread of this
 (the server's) process, never in the engine's, reporting progress through the event
 log; a load goes through the registry's loader and then probes the template once.
@@ -41,8 +41,8 @@ from ..engine.registry import (
 )
 from ..sessions import Store
 from . import served_set
-from .model_states import EventLog, EventType, ModelState, Origin, Progress, State
 from .served_set import initial_state, missing_files, same_model
+from .states import EventLog, EventType, ModelState, Origin, Progress, State
 
 log = logging.getLogger(__name__)
 
