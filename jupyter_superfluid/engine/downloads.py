@@ -234,7 +234,7 @@ class HubDownload:
                     if idle_attempts > self.retries:
                         raise DownloadError(
                             f"the download of {remote.file.spec} was interrupted at "
-                            f"{_size(have)} of {_size(remote.size)} ({exc}); the partial "
+                            f"{size_text(have)} of {size_text(remote.size)} ({exc}); the partial "
                             "file is kept: try again to resume"
                         ) from exc
                     log.warning("download of %s interrupted (%s); resuming", remote.file.spec, exc)
@@ -246,7 +246,7 @@ class HubDownload:
         if remote.size is not None and have != remote.size:
             partial.unlink(missing_ok=True)
             raise DownloadError(
-                f"{remote.file.spec} is {_size(have)} but the hub said {_size(remote.size)}"
+                f"{remote.file.spec} is {size_text(have)} but the hub said {size_text(remote.size)}"
             )
 
     def _stream(self, http: Any, remote: _Remote, partial: Path, have: int) -> tuple[int, bool]:
@@ -265,8 +265,8 @@ class HubDownload:
                         return have, True
                     partial.unlink(missing_ok=True)
                     raise DownloadError(
-                        f"the hub has only {_size(have)} of {remote.file.spec}, "
-                        f"not the {_size(remote.size)} it announced"
+                        f"the hub has only {size_text(have)} of {remote.file.spec}, "
+                        f"not the {size_text(remote.size)} it announced"
                     )
                 if response.status_code in TRANSIENT_STATUS:
                     raise _Interrupted(f"HTTP {response.status_code}")
@@ -297,7 +297,8 @@ class HubDownload:
                     out.close()
                     partial.unlink(missing_ok=True)
                     raise DownloadError(
-                        f"{remote.file.spec} is longer than the {_size(remote.size)} the hub said"
+                        f"{remote.file.spec} is longer than the "
+                        f"{size_text(remote.size)} the hub said"
                     )
                 out.write(chunk)
                 have += len(chunk)
@@ -380,16 +381,16 @@ def _status(exc: Any) -> object:
     return getattr(response, "status_code", "?")
 
 
-def _size(n: int | None) -> str:
-    """Bytes for people."""
+def size_text(n: float | None) -> str:
+    """Bytes for people (decimal units, as the hub shows sizes)."""
     if n is None:
         return "an unknown size"
     value = float(n)
-    for unit in ("bytes", "KB", "MB", "GB"):
+    for unit in ("B", "KB", "MB", "GB"):
         if value < 1000 or unit == "GB":
-            return f"{n} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
+            return f"{int(n)} B" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1000
-    return f"{n} bytes"
+    return f"{int(n)} B"
 
 
 def _not_gguf(file: HubFile, head: bytes) -> str:

@@ -28,6 +28,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..engine.downloads import size_text
+
 State = Literal[
     "not_downloaded", "downloading", "available", "loading", "loaded", "failed", "unloaded"
 ]
@@ -76,6 +78,7 @@ class Progress:
             "bytes_per_second": None if self.rate is None else round(self.rate),
             "fraction": None if self.fraction is None else round(self.fraction, 4),
             "file": self.file,
+            "text": describe_progress(self),  # the one wording every client shows
         }
 
 
@@ -134,16 +137,6 @@ def describe_progress(progress: Progress) -> str:
             parts.append(f"about {round(left)} s left")
     head = f"{progress.fraction:.0%} " if progress.fraction is not None else ""
     return f"{head}({', '.join(parts)})"
-
-
-def size_text(n: int) -> str:
-    """Bytes for people (decimal units, as the hub shows sizes)."""
-    value = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if value < 1000 or unit == "GB":
-            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{n} B"
 
 
 @dataclass(frozen=True)

@@ -14,29 +14,13 @@ from typing import Any, TextIO
 PRINT_EVERY_S = 2.0
 
 
-def size_text(n: float) -> str:
-    """Bytes for people (decimal units, as the hub shows sizes)."""
-    value = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if value < 1000 or unit == "GB":
-            return f"{int(n)} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{int(n)} B"
-
-
 def progress_line(state: Mapping[str, Any]) -> str:
     """``Qwen3-0.6B-Q4_K_M: downloading 42% (1.2 MB of 2.9 MB, 350.0 KB/s)``."""
     name, where = state.get("id", "?"), str(state.get("state", "?")).replace("_", " ")
     line = f"{name}: {where}"
     progress = state.get("progress")
     if state.get("state") in ("downloading", "not_downloaded") and progress:
-        done, total = progress.get("done_bytes") or 0, progress.get("total_bytes")
-        fraction = progress.get("fraction")
-        parts = [size_text(done) + (f" of {size_text(total)}" if total else "")]
-        if progress.get("bytes_per_second"):
-            parts.append(f"{size_text(progress['bytes_per_second'])}/s")
-        head = f" {fraction:.0%}" if fraction is not None else ""
-        line += f"{head} ({', '.join(parts)})"
+        line += f" {progress.get('text') or ''}".rstrip()  # the server's own wording
     if state.get("state") == "failed" and state.get("error"):
         line += f": {state['error']}"
     return line
