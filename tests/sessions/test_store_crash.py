@@ -66,7 +66,7 @@ def _run_and_kill(root: Path, start: int, after: int) -> dict[str, tuple[str, st
         cwd=REPO,
         env=env,
     )
-    assert proc.stdout is not None
+    assert proc.stdout is not None and proc.stderr is not None
     acked = {}
     for line in proc.stdout:
         rid, sid, end, parent, stored = line.split()
@@ -74,9 +74,15 @@ def _run_and_kill(root: Path, start: int, after: int) -> dict[str, tuple[str, st
         if len(acked) >= after:
             break
     proc.send_signal(signal.SIGKILL)
-    rest, err = proc.communicate(timeout=30)
+    proc.wait()
+    # The rest through the same file object: the lines its read-ahead buffer holds
+    # already come first (communicate() would read the pipe past them and lose them,
+    # and with them the parents of later forks).
+    rest, err = proc.stdout.read(), proc.stderr.read()
     assert proc.returncode == -signal.SIGKILL, err
-    for line in rest.splitlines():  # acknowledged before the kill landed
+    for line in rest.splitlines(keepends=True):  # acknowledged before the kill landed
+        if not line.endswith("\n"):
+            break  # an acknowledgement the kill cut short is none
         rid, sid, end, parent, stored = line.split()
         acked[sid] = (rid, sid, int(end), parent, int(stored))
     return acked
