@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 import json
-import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
+from slow_model import slow_model
 
-from .helpers import CHATML, assert_problem, auth, long_request, request, user, wait_task
+from .helpers import (
+    CHATML,
+    assert_problem,
+    auth,
+    iter_events,
+    long_request,
+    request,
+    user,
+    wait_task,
+)
+
+SLOW = "slow"
 
 BAD_BODIES = [
     (b"{not json", None),
@@ -131,52 +144,65 @@ def test_too_large_a_body_is_413(keyed):
 
 @pytest.fixture(scope="module")
 def cramped(sf_model_cache: Path, tmp_path_factory: pytest.TempPathFactory):
-    """A server whose KV cache cannot hold two long answers at once."""
+    """A server whose 2048 KV cells hold one window's worth, shared by two slots.
+
+    Its model is slow enough (~200 tokens/s on one thread) that an answer of 1500
+    tokens is still generating for over a thousand steps after another request
+    was sent: a request made once one is seen generating runs beside it.
+    """
     from jupyter_superfluid.pytest_plugin import start_standalone
 
     server = start_standalone(
-        sf_model_cache, tmp_path_factory.mktemp("cramped"), "--cache-slots=2", "--kv-tokens=2048"
+        sf_model_cache,
+        tmp_path_factory.mktemp("cramped"),
+        "--cache-slots=2",
+        "--kv-tokens=2048",
+        "--threads=1",
+        models=(f"{SLOW}={slow_model(sf_model_cache)}",),
     )
     yield server.url + "/lmsp/v1"
     server.stop()
 
 
+@contextmanager
+def generating(url: str) -> Iterator[None]:
+    """An answer streaming (~100 prompt tokens, 1500 to generate), seen generating.
+
+    Leaving closes the stream, which cancels it.
+    """
+    body = long_request(1500, model=SLOW, stream=True, text="ab" * 40)
+    with httpx.stream("POST", f"{url}/responses", json=body, timeout=120) as r:
+        assert r.status_code == 200
+        events = iter_events(r)  # kept: a dropped reader would close the stream now
+        next(e for e in events if e.name == "response.output_text.delta")
+        yield
+
+
 def test_generation_failure_is_a_problem_not_a_response(cramped):
-    body = long_request(1500)
-    answers: list[httpx.Response] = []
-    for _ in range(3):
-        barrier = threading.Barrier(2)
-
-        def one(barrier: threading.Barrier = barrier) -> None:
-            barrier.wait()
-            answers.append(httpx.post(f"{cramped}/responses", json=body, timeout=60))
-
-        threads = [threading.Thread(target=one) for _ in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if any(a.status_code != 200 for a in answers):
-            break
-    failed = [a for a in answers if a.status_code != 200]
-    assert failed, "two 1500-token answers should not fit a 2048-token KV cache"
-    for r in failed:
-        assert_problem(r, 500, "generation_failed")
+    # ~2030 prompt tokens fit the 2048 cells alone, not beside the ~100 the running
+    # answer holds: the last chunk of the prompt finds the cache full, and the
+    # newest sequence is the one that fails (the running one goes on).
+    body = long_request(8, model=SLOW, text="ab" * 1006)
+    with generating(cramped):
+        r = httpx.post(f"{cramped}/responses", json=body, timeout=120)
+    doc = assert_problem(r, 500, "generation_failed")
+    assert doc["detail"] == "KV cache full"
     # A task that fails the same way ends failed, with a problem in its final event.
-    ids = [httpx.post(f"{cramped}/tasks", json=body).json()["id"] for _ in range(2)]
-    tasks = [wait_task(cramped, i) for i in ids]
-    bad = [t for t in tasks if t["status"] == "failed"]
-    assert bad
-    for task in bad:
-        assert task["error"]["code"] == "generation_failed" and task["error"]["status"] == 500
-        assert task["response"]["status"] == "failed"
-        assert task["response"]["error"] == task["error"]
-        events = httpx.get(f"{cramped}/tasks/{task['id']}/events", params={"after": 0}).text
-        last = events.strip().split("\n\n")[-1].splitlines()
-        assert last[1] == "event: response.failed"
-        data = json.loads(last[2][len("data: ") :])
-        assert data == {
-            "response_id": task["response_id"],
-            "status": "failed",
-            "error": task["error"],
-        }
+    with generating(cramped):
+        created = httpx.post(f"{cramped}/tasks", json=body, timeout=30)
+        assert created.status_code == 202
+        task = wait_task(cramped, created.json()["id"])
+    assert task["status"] == "failed"
+    assert task["error"]["code"] == "generation_failed" and task["error"]["status"] == 500
+    assert task["response"]["status"] == "failed"
+    assert task["response"]["error"] == task["error"]
+    events = httpx.get(f"{cramped}/tasks/{task['id']}/events", params={"after": 0}).text
+    last = events.strip().split("\n\n")[-1].splitlines()
+    assert last[1] == "event: response.failed"
+    data = json.loads(last[2][len("data: ") :])
+    assert data == {"response_id": task["response_id"], "status": "failed", "error": task["error"]}
+    # Alone, the same request fits: what failed was the cache shared with the other answer.
+    alone = httpx.post(f"{cramped}/responses", json=body, timeout=120)
+    assert alone.status_code == 200, alone.text
+    assert alone.json()["status"] == "incomplete"
+    assert 2048 - 80 < alone.json()["usage"]["input_tokens"] <= 2048 - 8  # 80: the other prompt
