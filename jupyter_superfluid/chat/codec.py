@@ -187,8 +187,10 @@ class ChatCodec:
         opens_reasoning: bool = False,
         end_tokens: Sequence[str] = (),
         call_ids: CallIds = random_call_id,
+        forced_call: bool = False,
     ) -> OutputParser:
-        """A fresh parser for one generation with this template."""
+        """A fresh parser for one generation with this template (``forced_call``: a
+        grammar forces a call, so the output holds no message text)."""
         syntax = self.syntax or TemplateSyntax("plain")
         ends = tuple(dict.fromkeys((self.eos_token, *self.end_tokens, *end_tokens, *END_OF_TURN)))
         if syntax.family == "harmony":
@@ -196,7 +198,12 @@ class ChatCodec:
         if tools and syntax.calls is None:
             syntax = replace(syntax, calls=generic.GENERIC_CALLS)
         return SyntaxParser(
-            syntax, tools=tools, end_tokens=ends, opens_reasoning=opens_reasoning, call_ids=call_ids
+            syntax,
+            tools=tools,
+            end_tokens=ends,
+            opens_reasoning=opens_reasoning,
+            call_ids=call_ids,
+            forced_call=forced_call and bool(tools),
         )
 
     def call_grammar(

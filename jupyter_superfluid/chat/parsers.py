@@ -109,8 +109,10 @@ class SyntaxParser:
         end_tokens: Sequence[str] = END_OF_TURN,
         opens_reasoning: bool = False,
         call_ids: CallIds = random_call_id,
+        forced_call: bool = False,
     ) -> None:
         self._syntax = syntax
+        self._forced = forced_call  # a grammar allows nothing but reasoning and the call
         self._tools = {t.qualified_name: t for t in tools}
         self._ends = tuple(dict.fromkeys(e for e in (*syntax.ends, *end_tokens) if e))
         self._call_ids = call_ids
@@ -152,6 +154,10 @@ class SyntaxParser:
         """End of output (``truncated``: cut by the token cap); close open items."""
         events: list[ChatEvent] = []
         self._truncated = truncated
+        if truncated and self._forced and self._mode is _Mode.TEXT:
+            # What is held back is the start of the forced call's opening (or of another
+            # marker): the grammar allows no message text here. Cut there, it is nothing.
+            self._buf = ""
         self._drain(events, final=True)
         if self._mode is _Mode.CALLS:
             self._end_section(events, final=True, truncated=truncated)
@@ -300,8 +306,11 @@ class SyntaxParser:
                 self._emit_call(events, read, complete=True)
             body = body[found[1] :]
         elif truncated:
+            # A call cut before its name was whole is no call (nothing to run or send
+            # back, as OpenAI never shows a call without its name); its markup no text.
             name, arguments = partial_call(self._calls, body)
-            self._emit_raw_call(events, name, arguments, None, complete=False)
+            if name:
+                self._emit_raw_call(events, name, arguments, None, complete=False)
             body = ""
         self._buf = ""  # ``rest`` starts with the end of the turn: nothing after it counts
         if body.strip():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
+from typing import Any
 
 from ..chat.types import ChatMessage
 from ..sessions import ResponseRecord, Store
@@ -21,7 +22,7 @@ async def load_continuation(
     chain = await asyncio.to_thread(store.response_chain, response_id, owner)
     messages: tuple[ChatMessage, ...] = ()
     for record in chain:
-        messages += messages_of(record.input_items) + messages_of(record.output_items)
+        messages += messages_of(record.input_items) + messages_of(_callable(record.output_items))
     # Stored media are this request's through previous_response_id (for error messages).
     messages = tuple(
         replace(m, media=tuple(replace(x, param="previous_response_id") for x in m.media))
@@ -35,3 +36,9 @@ async def load_continuation(
         messages, prev.session_id, prev.end, meta, completed=prev.status == "completed"
     )
     return cont, prev
+
+
+def _callable(items: list[Any]) -> list[Any]:
+    """Stored output items without the nameless calls that earlier versions kept of a call
+    the token cap cut before its name (they are no call, and no valid input item)."""
+    return [i for i in items if not (i.get("type") == "function_call" and not i.get("name"))]

@@ -216,7 +216,9 @@ class ChatService:
 
         Closing this iterator early cancels the generation at the next token.
         """
-        parser = turn.codec.output_parser(turn.tools, opens_reasoning=turn.opens_reasoning)
+        parser = turn.codec.output_parser(
+            turn.tools, opens_reasoning=turn.opens_reasoning, forced_call=forces_call(turn)
+        )
         stops = StopFilter(turn.request.sampling.stop)
         result = turn.result
         prompt_tokens = cached = 0
@@ -391,11 +393,14 @@ def raise_refusal(turn: Turn, err: EngineError) -> NoReturn:
     ) from err
 
 
+def forces_call(turn: Turn) -> bool:
+    """Whether the turn's grammar forces a tool call (tool_choice required or a function)."""
+    return bool(turn.tools) and turn.request.tool_choice.mode in ("required", "function")
+
+
 def grammar_param(turn: Turn) -> str:
     """The request field whose schema became the turn's grammar."""
-    if turn.tools and turn.request.tool_choice.mode in ("required", "function"):
-        return "tools"
-    return turn.request.output_format.param
+    return "tools" if forces_call(turn) else turn.request.output_format.param
 
 
 def ensure_messages(messages: tuple[ChatMessage, ...], param: str = "messages") -> None:

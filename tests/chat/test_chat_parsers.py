@@ -138,13 +138,29 @@ def test_truncated_tool_call_is_incomplete() -> None:
     assert events == call(0, "lookup", '{"q": "Os', ns="geo", complete=False)
 
 
-def test_truncated_before_the_name_is_known() -> None:
-    events = run(hermes(), ["<tool_call>", '\n{"na'], truncated=True)
-    fields = {"call_id": "call_0", "name": "", "namespace": None}
-    assert events == [
+def test_a_call_truncated_before_its_name_is_whole_is_nothing() -> None:
+    # No function_call without a name (nothing to run, no valid input item), and its
+    # markup is not message text.
+    for deltas in (["<tool_call>", '\n{"na'], ["<tool_call>", '\n{"name": "get_wea']):
+        assert run(hermes(), deltas, truncated=True) == []
+    named = run(hermes(), ["<tool_call>", '\n{"name": "get_weather", '], truncated=True)
+    fields = {"call_id": "call_0", "name": "get_weather", "namespace": None}
+    assert named == [
         ItemStarted(0, "function_call", **fields),
         ItemDone(0, OutputItem("function_call", "", complete=False, **fields)),
     ]
+
+
+def test_a_forced_call_truncated_in_its_opening_is_nothing() -> None:
+    forced = QWEN3_CODEC.output_parser(TOOLS, call_ids=call_id, forced_call=True)
+    assert run(forced, ["<tool", "_c"], truncated=True) == []
+    # Unforced, the same text may be the reply's own: it stays message text.
+    assert run(hermes(), ["<tool", "_c"], truncated=True) == message(0, "<tool_c", complete=False)
+    # A forced call's reasoning is kept as usual.
+    forced = QWEN3_CODEC.output_parser(
+        TOOLS, call_ids=call_id, forced_call=True, opens_reasoning=True
+    )
+    assert run(forced, ["Plan.", "</think>\n\n<tool"], truncated=True) == reasoning(0, "Plan.")
 
 
 def test_truncated_message_is_incomplete() -> None:

@@ -14,6 +14,7 @@ from openresponses_schema import validate_event
 from pydantic import TypeAdapter
 
 from jupyter_superfluid.engine.testmodels import EOS_TOKEN, vocabulary
+from jupyter_superfluid.sessions import Event, NewResponse, NewSession, Store, new_id
 
 CHATML = "superfluid/tiny-chatml"
 QWEN = "superfluid/tiny-qwen3"
@@ -223,6 +224,60 @@ def test_tool_loop_and_output_round_trips_as_input(openai_client):
         max_output_tokens=10,
     )
     assert third.model == QWEN and third.previous_response_id == first.id
+
+
+def forced(client: openai.OpenAI, model: str, cap: int, **kwargs) -> Response:
+    """A call forced to get_weather (seeded), cut at ``cap`` tokens."""
+    if model == QWEN:
+        kwargs["reasoning"] = {"effort": "none"}  # the cap goes to the call alone
+    return client.responses.create(
+        model=model,
+        input="weather?",
+        tools=[WEATHER],
+        tool_choice="required",
+        max_output_tokens=cap,
+        extra_body={"seed": 1},
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize("model", [QWEN, CHATML])
+def test_a_forced_call_cut_before_its_name_is_no_output_item(openai_client, model):
+    # 20 tokens: the call's opening (<tool_call>, or the generic {"tool_call": ...)
+    # and at most part of its name. A call without its name is nothing to run or
+    # send back (OpenAI never shows one); its markup is no message text either.
+    cut = forced(openai_client, model, 20)
+    assert cut.status == "incomplete" and cut.incomplete_details.reason == "max_output_tokens"
+    assert cut.output == [] and cut.usage.output_tokens == 20
+    with forced(openai_client, model, 20, stream=True) as stream:
+        types = [e.type for e in stream]
+    assert types == ["response.created", "response.in_progress", "response.incomplete"]
+    # The stored turn is continued like any other.
+    more = openai_client.responses.create(
+        previous_response_id=cut.id, input="go on", tools=[WEATHER], max_output_tokens=4
+    )
+    assert more.previous_response_id == cut.id and more.usage.output_tokens == 4
+
+
+@pytest.mark.parametrize("model", [QWEN, CHATML])
+def test_a_forced_call_cut_in_its_arguments_round_trips_as_input(openai_client, model):
+    cut = forced(openai_client, model, 52)  # the whole name, the arguments cut short
+    assert cut.status == "incomplete"
+    [call] = cut.output
+    assert call.type == "function_call" and call.status == "incomplete"
+    assert call.name == "get_weather" and call.arguments.startswith("{")
+    # The usual SDK loop sends the output back as input; continuing by id works too.
+    items = [{"role": "user", "content": "weather?"}, call.model_dump(exclude_none=True)]
+    again = openai_client.responses.create(
+        model=model, input=items, tools=[WEATHER], max_output_tokens=4
+    )
+    assert again.usage.output_tokens == 4
+    listed = openai_client.responses.input_items.list(again.id, order="asc").data
+    assert [i.type for i in listed] == ["message", "function_call"]
+    more = openai_client.responses.create(
+        previous_response_id=cut.id, input="go on", tools=[WEATHER], max_output_tokens=4
+    )
+    assert more.usage.output_tokens == 4
 
 
 def test_json_schema_output_validates(openai_client):
@@ -615,3 +670,32 @@ def test_lmsp_stored_response_reads_as_openai(standalone, openai_client):
     listed = httpx.get(standalone.base_url + "/responses", params={"limit": 100}).json()
     row = next(d for d in listed["data"] if d["id"] == made["id"])
     assert row["preview"].startswith("from lmsp")
+
+
+def test_a_nameless_call_an_earlier_version_stored_is_left_out_of_the_continuation(
+    sf_start_standalone, tmp_path
+):
+    # Earlier versions stored a call the token cap cut before its name as a function_call
+    # with an empty name; continuing such a response must not fail on that item.
+    sessions = tmp_path / "sessions"
+    nameless = {"id": "fc_old_0", "type": "function_call", "call_id": "call_old_0", "name": ""}
+    nameless.update(arguments='<tool_call>\n{"na', status="incomplete")
+    with Store(sessions) as store:
+        store.commit_turn(
+            NewSession(new_id("sess"), CHATML),
+            [Event("input", (1, 2, 3))],
+            NewResponse(
+                "resp_old",
+                CHATML,
+                "incomplete",
+                {"schema": 2, "status": "incomplete", "incomplete_reason": "max_output_tokens"},
+                input_items=[{"type": "message", "role": "user", "content": "weather?"}],
+                output_items=[nameless],
+            ),
+        )
+    server = sf_start_standalone(sessions_dir=sessions)
+    client = openai.OpenAI(base_url=server.base_url, api_key="unused", max_retries=0)
+    more = client.responses.create(
+        previous_response_id="resp_old", input="go on", max_output_tokens=4
+    )
+    assert more.previous_response_id == "resp_old" and more.usage.output_tokens == 4
