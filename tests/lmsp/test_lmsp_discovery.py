@@ -70,3 +70,27 @@ def test_a_model_not_loaded_is_described_from_its_file(keyed):
     assert model["state"] == "available"  # on disk (a built-in), not loaded
     assert model["capabilities"]["tools"] is True and model["capabilities"]["reasoning"] is True
     assert model["context_window"] == 2048
+
+
+def test_discovery_and_v1_models_agree_from_the_start(sf_start_standalone):
+    # From the server's first answer on, while the first model preloads, discovery
+    # gives the state /v1/models gives (read just before or just after it); /v1/models
+    # says loaded exactly when its state is.
+    server = sf_start_standalone()  # preloads the first model, tiny-chatml
+
+    def openai_side() -> tuple[str, bool]:
+        status = httpx.get(f"{server.base_url}/models/{CHATML}", timeout=30).json()["superfluid"]
+        assert status["loaded"] == (status["state"] == "loaded"), status
+        return status["state"], status["loaded"]
+
+    seen = []
+    loaded = False
+    while not loaded:
+        before, _ = openai_side()
+        lmsp = httpx.get(f"{server.url}/lmsp/v1/models/{CHATML}", timeout=30).json()
+        after, loaded = openai_side()
+        assert lmsp["state"] in (before, after), (before, lmsp["state"], after)
+        seen.append(lmsp["state"])
+    assert set(seen) <= {"available", "loading", "loaded"}
+    listed = httpx.get(f"{server.url}/lmsp/v1/models", timeout=30).json()["data"]
+    assert [m["state"] for m in listed] == ["loaded", "available"]  # tiny-qwen3: on use
