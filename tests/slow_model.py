@@ -1,14 +1,27 @@
-"""A test model slower than the tiny ones: random weights, 8 layers, 512 wide, f16."""
+"""A test model slower than the tiny ones (random weights, 8 layers, 512 wide, f16), and
+a server whose KV cache holds one conversation's window, shared by two slots."""
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import httpx
 
 from jupyter_superfluid.engine import testmodels
 from jupyter_superfluid.engine.tiny_templates import CHATML
 
 SLOW_CONTEXT = 4096
+# 2048 KV cells for two slots, on one thread: the slow model at ~200 tokens/s.
+CRAMPED_ARGS = ("--cache-slots=2", "--kv-tokens=2048", "--threads=1")
+# Its ChatML turn is ~2030 tokens: it fits the 2048 cells alone, never beside the ~100
+# that ``RUNNING_TEXT``'s answer holds (its last prompt chunk finds the cache full, and
+# the newest sequence is the one that fails).
+TOO_LONG_BESIDE = "ab" * 1006
+RUNNING_TEXT = "ab" * 40
 
 
 def slow_model(cache: Path) -> Path:
@@ -30,3 +43,18 @@ def slow_model(cache: Path) -> Path:
         f16=True,
         name="slow",
     )
+
+
+@contextmanager
+def generating(url: str, body: dict[str, Any]) -> Iterator[None]:
+    """``body`` streaming from ``url`` (POST), seen generating: its first text delta came.
+
+    With 1500 tokens to generate on the slow model, it is still generating for over
+    a thousand steps after that: a request made meanwhile runs beside it. Leaving
+    closes the stream, which cancels it.
+    """
+    with httpx.stream("POST", url, json=body, timeout=120) as r:
+        assert r.status_code == 200, r.read()
+        lines = r.iter_lines()  # kept: a dropped reader would close the stream at once
+        next(line for line in lines if "response.output_text.delta" in line)
+        yield

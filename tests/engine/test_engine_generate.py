@@ -10,12 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from sf_engine_helpers import agenerate, chat_prompt, generate
+from sf_engine_helpers import Generation, agenerate, chat_prompt, generate
 
 from jupyter_superfluid.engine.base import (
     ContextOverflowError,
     Engine,
     EngineError,
+    EngineEvent,
     GenerateRequest,
     GenerationFinished,
     ModelLoadError,
@@ -23,6 +24,7 @@ from jupyter_superfluid.engine.base import (
     TokenGenerated,
 )
 from jupyter_superfluid.engine.local.llama import LlamaEngine
+from jupyter_superfluid.engine.testmodels import EOS_TOKEN, vocabulary
 
 
 def test_is_an_engine(sf_engine: LlamaEngine) -> None:
@@ -254,21 +256,35 @@ def test_close_while_streaming_finishes_with_cancelled(
         engine.generate(GenerateRequest((1,)))
 
 
-def test_kv_full_fails_one_request_and_the_worker_lives(
+def test_kv_full_fails_the_newest_request_and_the_worker_lives(
     sf_make_engine: Callable[..., LlamaEngine],
 ) -> None:
-    engine = sf_make_engine(context_size=256, kv_tokens=256)
+    # 4000 prompt tokens fit the 4096 cells alone, never beside an answer that is
+    # generating (3900 tokens to go once it is seen generating, and it holds 100 or
+    # more): the prompt's last chunk finds the cache full, and the newest sequence is
+    # the one that fails. The other goes on; the worker serves the next request.
+    engine = sf_make_engine(context_size=4096, kv_tokens=4096)
+    no_eos = {vocabulary()[0].index(EOS_TOKEN): -100.0}
+    long_prompt = [ord("b")] * 4000
 
-    async def scenario() -> list:
-        prompts = [[ord("a") + i] * 200 for i in range(2)]
-        return await asyncio.gather(*(agenerate(engine, p, max_tokens=8, seed=1) for p in prompts))
+    async def scenario() -> tuple[Generation, EngineEvent]:
+        sampling = SamplingParams(max_tokens=3900, seed=1, logit_bias=no_eos)
+        running = engine.generate(GenerateRequest(tuple([ord("a")] * 100), sampling))
+        try:
+            async for event in running:
+                if isinstance(event, TokenGenerated):
+                    break
+            beside = await agenerate(engine, long_prompt, max_tokens=8, seed=1)
+            return beside, await anext(running)
+        finally:
+            await running.aclose()
 
-    runs = asyncio.run(scenario())
-    reasons = sorted(r.finished.reason for r in runs)
-    assert "error" in reasons
-    failed = next(r for r in runs if r.finished.reason == "error")
-    assert "KV cache full" in (failed.finished.error or "")
-    assert generate(engine, [ord("z")] * 10, max_tokens=3).finished.reason in ("length", "stop")
+    beside, after = asyncio.run(scenario())
+    assert beside.finished.reason == "error"
+    assert beside.finished.error == "KV cache full" and beside.tokens == []
+    assert isinstance(after, TokenGenerated)  # the running answer was not the one failed
+    alone = generate(engine, long_prompt, max_tokens=8, seed=1, logit_bias=no_eos)
+    assert alone.finished.reason == "length" and len(alone.tokens) == 8
 
 
 def test_unloadable_files_raise_model_load_error(tmp_path: Path) -> None:

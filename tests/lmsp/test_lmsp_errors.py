@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import httpx
 import pytest
-from slow_model import slow_model
+from slow_model import CRAMPED_ARGS, RUNNING_TEXT, TOO_LONG_BESIDE, generating, slow_model
 
 from .helpers import (
     CHATML,
     assert_problem,
     auth,
-    iter_events,
     long_request,
     request,
     user,
@@ -144,51 +142,31 @@ def test_too_large_a_body_is_413(keyed):
 
 @pytest.fixture(scope="module")
 def cramped(sf_model_cache: Path, tmp_path_factory: pytest.TempPathFactory):
-    """A server whose 2048 KV cells hold one window's worth, shared by two slots.
-
-    Its model is slow enough (~200 tokens/s on one thread) that an answer of 1500
-    tokens is still generating for over a thousand steps after another request
-    was sent: a request made once one is seen generating runs beside it.
-    """
+    """A server whose 2048 KV cells hold one window's worth, shared by two slots."""
     from jupyter_superfluid.pytest_plugin import start_standalone
 
-    server = start_standalone(
-        sf_model_cache,
-        tmp_path_factory.mktemp("cramped"),
-        "--cache-slots=2",
-        "--kv-tokens=2048",
-        "--threads=1",
-        models=(f"{SLOW}={slow_model(sf_model_cache)}",),
-    )
+    slow = f"{SLOW}={slow_model(sf_model_cache)}"
+    workdir = tmp_path_factory.mktemp("cramped")
+    server = start_standalone(sf_model_cache, workdir, *CRAMPED_ARGS, models=(slow,))
     yield server.url + "/lmsp/v1"
     server.stop()
 
 
-@contextmanager
-def generating(url: str) -> Iterator[None]:
-    """An answer streaming (~100 prompt tokens, 1500 to generate), seen generating.
-
-    Leaving closes the stream, which cancels it.
-    """
-    body = long_request(1500, model=SLOW, stream=True, text="ab" * 40)
-    with httpx.stream("POST", f"{url}/responses", json=body, timeout=120) as r:
-        assert r.status_code == 200
-        events = iter_events(r)  # kept: a dropped reader would close the stream now
-        next(e for e in events if e.name == "response.output_text.delta")
-        yield
+def running(url: str) -> AbstractContextManager[None]:
+    """An answer of 1500 tokens streaming, seen generating (``slow_model.generating``)."""
+    body = long_request(1500, model=SLOW, stream=True, text=RUNNING_TEXT)
+    return generating(f"{url}/responses", body)
 
 
 def test_generation_failure_is_a_problem_not_a_response(cramped):
-    # ~2030 prompt tokens fit the 2048 cells alone, not beside the ~100 the running
-    # answer holds: the last chunk of the prompt finds the cache full, and the
-    # newest sequence is the one that fails (the running one goes on).
-    body = long_request(8, model=SLOW, text="ab" * 1006)
-    with generating(cramped):
+    # Beside a running answer, this prompt does not fit the cache (``TOO_LONG_BESIDE``).
+    body = long_request(8, model=SLOW, text=TOO_LONG_BESIDE)
+    with running(cramped):
         r = httpx.post(f"{cramped}/responses", json=body, timeout=120)
     doc = assert_problem(r, 500, "generation_failed")
     assert doc["detail"] == "KV cache full"
     # A task that fails the same way ends failed, with a problem in its final event.
-    with generating(cramped):
+    with running(cramped):
         created = httpx.post(f"{cramped}/tasks", json=body, timeout=30)
         assert created.status_code == 202
         task = wait_task(cramped, created.json()["id"])

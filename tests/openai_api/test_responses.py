@@ -12,6 +12,7 @@ import pytest
 from openai.types.responses import Response, ResponseStreamEvent
 from openresponses_schema import validate_event
 from pydantic import TypeAdapter
+from slow_model import CRAMPED_ARGS, RUNNING_TEXT, TOO_LONG_BESIDE, generating, slow_model
 
 from jupyter_superfluid.engine.testmodels import EOS_TOKEN, vocabulary
 from jupyter_superfluid.sessions import Event, NewResponse, NewSession, Store, new_id
@@ -547,50 +548,33 @@ def test_reasoning_and_call_items_join_their_turns(openai_client):
     assert r.status in ("completed", "incomplete")
 
 
-def _stream_types(url: str, body: dict, out: list, barrier) -> None:
-    barrier.wait()
-    with httpx.stream("POST", url, json=body, timeout=60) as r:
-        out.append([json.loads(ln[6:]) for ln in r.iter_lines() if ln.startswith("data: ")])
-
-
-def test_generation_failure_mid_stream_is_error_then_failed(sf_start_standalone):
-    # Two long answers that cannot both fit the shared KV cache: the engine fails the
-    # newer one mid-generation, which must end its stream with error + response.failed.
-    import threading
-
-    server = sf_start_standalone("--cache-slots=2", "--kv-tokens=2048")
-    body = {
-        "model": CHATML,
-        "input": "x",
-        "stream": True,
-        "max_output_tokens": 1500,
-        "logit_bias": NO_EOS_BIAS,
-    }
-    failed = []
-    for _ in range(3):
-        streams: list = []
-        barrier = threading.Barrier(2)
-        threads = [
-            threading.Thread(
-                target=_stream_types, args=(server.base_url + "/responses", body, streams, barrier)
-            )
-            for _ in range(2)
-        ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        failed += [s for s in streams if s[-1]["type"] == "response.failed"]
-        if failed:
-            break
-    assert failed, "two 1500-token answers should not fit a 2048-token KV cache"
-    for events in failed:
-        assert [e["type"] for e in events[-2:]] == ["error", "response.failed"]
-        for event in events:  # the failure's events are OpenResponses events too
-            validate_event(event)
-        assert events[-1]["response"]["status"] == "failed"
-        rid = events[-1]["response"]["id"]
-        assert httpx.get(f"{server.base_url}/responses/{rid}").status_code == 404
+def test_generation_failure_mid_stream_is_error_then_failed(sf_start_standalone, sf_model_cache):
+    # Beside a running answer, a prompt that does not fit the shared KV cache: the
+    # engine fails the newer one once its stream began, which must end with error +
+    # response.failed (``slow_model.TOO_LONG_BESIDE``).
+    slow = f"slow={slow_model(sf_model_cache)}"
+    server = sf_start_standalone(*CRAMPED_ARGS, models=(slow,))
+    url = server.base_url + "/responses"
+    body = {"model": "slow", "stream": True, "logit_bias": NO_EOS_BIAS}
+    running = {**body, "input": RUNNING_TEXT, "max_output_tokens": 1500}
+    with (
+        generating(url, running),
+        httpx.stream(
+            "POST",
+            url,
+            json={**body, "input": TOO_LONG_BESIDE, "max_output_tokens": 8},
+            timeout=120,
+        ) as r,
+    ):
+        events = [json.loads(ln[6:]) for ln in r.iter_lines() if ln.startswith("data: ")]
+    types = [e["type"] for e in events]
+    assert types == ["response.created", "response.in_progress", "error", "response.failed"]
+    for event in events:  # the failure's events are OpenResponses events too
+        validate_event(event)
+    assert events[-2]["message"] == "KV cache full"
+    assert events[-1]["response"]["status"] == "failed"
+    rid = events[-1]["response"]["id"]
+    assert httpx.get(f"{server.base_url}/responses/{rid}").status_code == 404
 
 
 def test_reasoning_tokens_are_a_part_of_output_tokens(openai_client):
