@@ -59,3 +59,41 @@ def wait_until(predicate, what: str, timeout: float = 60.0) -> None:  # type: ig
         if time.monotonic() > deadline:
             raise AssertionError(f"never happened: {what}")
         time.sleep(0.02)
+
+
+def tokens_generated(server_url: str, model: str) -> int:
+    """Tokens ``model``'s engine generated so far, as the server at ``server_url`` reports."""
+    import httpx
+
+    body = httpx.get(f"{server_url}/v1/models/{model}", timeout=30).json()
+    return int(body["superfluid"]["tokens_generated"])
+
+
+def generated_beside(server_url: str, model: str) -> int:
+    """Tokens ``model``'s engine generated for others while one more request ran to its end.
+
+    That request generates 4 tokens, in four engine steps; a generation still running
+    beside it adds one in each. The engine sends its counters with a generation's end,
+    so the first call brings them up to date and the second is 0 exactly when nothing
+    else generates: twice in a row is how a test sees that an engine stopped.
+    """
+    import httpx
+
+    from jupyter_superfluid.engine.testmodels import EOS_TOKEN, vocabulary
+
+    no_eos = {str(vocabulary()[0].index(EOS_TOKEN)): -100}
+    before = tokens_generated(server_url, model)
+    body = {"model": model, "input": "q", "max_output_tokens": 4, "logit_bias": no_eos}
+    r = httpx.post(f"{server_url}/v1/responses", json={**body, "store": False}, timeout=120)
+    assert r.status_code == 200 and r.json()["usage"]["output_tokens"] == 4, r.text
+    return tokens_generated(server_url, model) - before - 4
+
+
+def settled_tokens(server_url: str, model: str) -> int:
+    """Tokens ``model``'s engine generated so far, once it generates nothing else (asserted).
+
+    The count includes the 8 tokens of the two requests that ``generated_beside`` makes.
+    """
+    generated_beside(server_url, model)
+    assert generated_beside(server_url, model) == 0, "the engine kept generating"
+    return tokens_generated(server_url, model)

@@ -111,21 +111,3 @@ def wait_task(url: str, task_id: str, headers: dict[str, str] | None = None) -> 
             return task
         time.sleep(0.05)
     raise AssertionError(f"task {task_id} did not finish")
-
-
-def tokens_generated(server_url: str, model: str = CHATML) -> int:
-    """How many tokens the server's engine generated for ``model`` so far."""
-    body = httpx.get(f"{server_url}/v1/models/{model}", timeout=10).json()
-    return int(body["superfluid"]["tokens_generated"])
-
-
-def settled_tokens(server_url: str, model: str = CHATML) -> int:
-    """The generated-token count once it stopped moving."""
-    last = -1
-    for _ in range(100):
-        now = tokens_generated(server_url, model)
-        if now == last:
-            return now
-        last = now
-        time.sleep(0.3)
-    raise AssertionError("the engine kept generating")

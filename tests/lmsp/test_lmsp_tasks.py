@@ -8,8 +8,10 @@ import time
 
 import httpx
 import pytest
+from engine_processes import settled_tokens, tokens_generated
 
 from .helpers import (
+    CHATML,
     FINAL,
     Event,
     assert_problem,
@@ -17,8 +19,6 @@ from .helpers import (
     iter_events,
     long_request,
     request,
-    settled_tokens,
-    tokens_generated,
     wait_task,
 )
 
@@ -131,18 +131,18 @@ def test_a_task_survives_its_client_disconnecting(busy):
 
 def test_closing_a_stream_stops_its_generation(busy):
     url = busy.url + "/lmsp/v1"
-    before = settled_tokens(busy.url)
+    before = settled_tokens(busy.url, CHATML)
     body = long_request(4000, stream=True)
     with httpx.stream("POST", f"{url}/responses", json=body, timeout=60) as r:
         for event in iter_events(r):
             if event.name == "response.output_text.delta":
                 break
-    assert settled_tokens(busy.url) - before < 4000
+    assert settled_tokens(busy.url, CHATML) - before - 8 < 4000  # it stopped before its end
 
 
 def test_cancel_ends_a_task_with_response_cancelled(busy):
     url = busy.url + "/lmsp/v1"
-    before = settled_tokens(busy.url)
+    before = settled_tokens(busy.url, CHATML)
     task = create(url, long_request(4000))
     seen: list[Event] = []
     with httpx.stream("GET", f"{url}/tasks/{task['id']}/events", timeout=60) as r:
@@ -156,7 +156,7 @@ def test_cancel_ends_a_task_with_response_cancelled(busy):
     assert seen[-1].data == {"response_id": task["response_id"], "status": "cancelled"}
     assert [e.id for e in seen] == list(range(1, len(seen) + 1))
     assert not any(e.name in FINAL for e in seen[:-1])
-    assert settled_tokens(busy.url) - before < 4000  # the engine stopped
+    assert settled_tokens(busy.url, CHATML) - before - 8 < 4000  # it stopped before its end
     again = httpx.post(f"{url}/tasks/{task['id']}/cancel").json()
     assert again["status"] == "cancelled" and again["last_event_id"] == seen[-1].id
 
@@ -185,7 +185,7 @@ def test_tasks_and_their_events_survive_a_restart(sf_start_standalone, tmp_path,
     finished = wait_task(url, finished["id"])
     running = create(url, long_request(4000))
     seen = follow(url, running["id"], until="response.output_text.delta")
-    assert tokens_generated(first.url) < 4000  # still generating when the server goes
+    assert tokens_generated(first.url, CHATML) < 4000  # still generating when the server goes
     first.stop(sig)
     second = sf_start_standalone(sessions_dir=store)
     url = second.url + "/lmsp/v1"

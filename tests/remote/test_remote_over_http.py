@@ -146,6 +146,7 @@ def test_disconnect_stops_the_remote(over_remotes, remote_slow: RemoteServer):
     }
     response_id = None
     with httpx.stream("POST", over_remotes.base_url + "/responses", json=body, timeout=60) as r:
+        assert r.status_code == 200, r.read()
         for line in r.iter_lines():
             if line.startswith("data: "):
                 event = json.loads(line[6:])
@@ -153,7 +154,8 @@ def test_disconnect_stops_the_remote(over_remotes, remote_slow: RemoteServer):
                 if event["type"] == "response.output_text.delta":
                     break
     after = remote_slow.wait_idle()  # the remote stopped generating (or never stops)
-    assert 0 < delta(before, after, "tokens_predicted_total") < 4000
+    # It generated, and stopped long before its cap (~20 s of generating at full speed).
+    assert response_id is not None and 0 < delta(before, after, "tokens_predicted_total") < 4000
     assert httpx.get(f"{over_remotes.base_url}/responses/{response_id}").status_code == 404
 
 
@@ -256,7 +258,7 @@ def test_stop_sequences_are_applied_here_and_stop_the_remote(over_remotes, remot
     chat = client_for(over_remotes).chat.completions.create(
         model="slow",
         messages=[{"role": "user", "content": "hi"}],
-        max_tokens=300,
+        max_tokens=4000,
         seed=1,
         stop=["e", "a", "o", " "],
         logit_bias=NO_EOS,
@@ -265,7 +267,10 @@ def test_stop_sequences_are_applied_here_and_stop_the_remote(over_remotes, remot
     text = chat.choices[0].message.content or ""
     assert chat.choices[0].finish_reason == "stop"
     assert not any(s in text for s in ("e", "a", "o", " "))
-    assert delta(before, after, "tokens_predicted_total") < 300  # closing the stream stopped it
+    # Closing the stream stopped the remote: a stop string comes within a few dozen
+    # tokens, the cap only after ~20 s of generating at full speed (a cap of 300, 1.5 s,
+    # left the outcome to how far this server's reading lagged behind the remote).
+    assert delta(before, after, "tokens_predicted_total") < 4000
 
 
 def test_a_hung_remote_times_out_instead_of_hanging(
