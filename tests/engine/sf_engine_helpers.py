@@ -6,6 +6,7 @@ import asyncio
 from dataclasses import dataclass
 
 from jupyter_superfluid.engine.base import (
+    Engine,
     EngineEvent,
     GenerateRequest,
     GenerationFinished,
@@ -13,7 +14,6 @@ from jupyter_superfluid.engine.base import (
     SamplingParams,
     TokenGenerated,
 )
-from jupyter_superfluid.engine.local.llama import LlamaEngine
 
 
 @dataclass
@@ -44,7 +44,7 @@ class Generation:
 
 
 async def agenerate(
-    engine: LlamaEngine, prompt: list[int], *, retain: bool = False, **sampling: object
+    engine: Engine, prompt: list[int], *, retain: bool = False, **sampling: object
 ) -> Generation:
     """Run one generation to its end (``retain``: a turn that can be continued)."""
     params = SamplingParams(**sampling)  # type: ignore[arg-type]
@@ -53,12 +53,12 @@ async def agenerate(
 
 
 def generate(
-    engine: LlamaEngine, prompt: list[int], *, retain: bool = False, **sampling: object
+    engine: Engine, prompt: list[int], *, retain: bool = False, **sampling: object
 ) -> Generation:
     """``agenerate`` from synchronous test code."""
     return asyncio.run(agenerate(engine, prompt, retain=retain, **sampling))
 
 
-def chat_prompt(engine: LlamaEngine, user: str) -> list[int]:
+def chat_prompt(engine: Engine, user: str) -> list[int]:
     """A ChatML prompt asking ``user``, ready for the assistant's answer."""
     return engine.tokenize(f"<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n")

@@ -59,7 +59,7 @@ def test_the_process_engine_generates_what_the_thread_engine_does(
             text = "<|im_start|>user\nHello there<|im_end|>\n<|im_start|>assistant\n"
             tokens = await asyncio.to_thread(engine.tokenize, text)
             back = await asyncio.to_thread(engine.detokenize, tokens)
-            run = await agenerate(engine, tokens, seed=5, max_tokens=40)  # type: ignore[arg-type]
+            run = await agenerate(engine, tokens, seed=5, max_tokens=40)
             return tokens, back, run, engine.stats(), engine.pid
         finally:
             await engine.close()
@@ -79,16 +79,16 @@ def test_refusals_keep_their_types(sf_models: dict[str, Path]) -> None:
         engine = await start(sf_models, context_size=64)
         try:
             with pytest.raises(ContextOverflowError) as info:
-                await agenerate(engine, [ord("a")] * 64)  # type: ignore[arg-type]
+                await agenerate(engine, [ord("a")] * 64)
             assert (info.value.prompt_tokens, info.value.context_size) == (64, 64)
             with pytest.raises(EngineError, match="invalid grammar"):
-                await agenerate(engine, [ord("a")], grammar="root ::= (")  # type: ignore[arg-type]
+                await agenerate(engine, [ord("a")], grammar="root ::= (")
             with pytest.raises(EngineError, match="vocabulary"):
-                await agenerate(engine, [1, 10**6])  # type: ignore[arg-type]
+                await agenerate(engine, [1, 10**6])
             with pytest.raises(MediaError, match="no images or audio"):
                 await asyncio.to_thread(engine.tokenize_media, MEDIA_MARKER, [png(8, 8, seed=1)])
             # The engine serves on after every refusal.
-            run = await agenerate(engine, [ord("a")] * 10, max_tokens=3)  # type: ignore[arg-type]
+            run = await agenerate(engine, [ord("a")] * 10, max_tokens=3, seed=0, logit_bias=NO_EOS)
             assert run.finished.completion_tokens == 3
         finally:
             await engine.close()
@@ -138,7 +138,7 @@ def test_closing_the_stream_cancels_in_the_engine_process(sf_models: dict[str, P
     async def scenario() -> tuple[int, int]:
         engine = await start(sf_models)
         try:
-            stream = await endless(engine, chat_prompt(engine, "Go"))  # type: ignore[arg-type]
+            stream = await endless(engine, chat_prompt(engine, "Go"))
             seen = 0
             async for event in stream:
                 seen += isinstance(event, TokenGenerated)
@@ -146,7 +146,7 @@ def test_closing_the_stream_cancels_in_the_engine_process(sf_models: dict[str, P
                     break
             await stream.aclose()
             # A generation that finishes afterwards proves the cancel was handled first.
-            await agenerate(engine, [ord("a")] * 4, max_tokens=2)  # type: ignore[arg-type]
+            await agenerate(engine, [ord("a")] * 4, max_tokens=2, seed=0, logit_bias=NO_EOS)
             settled = engine.stats()["tokens_generated"]
             await asyncio.sleep(0.3)
             return settled, engine.stats()["tokens_generated"]
@@ -168,7 +168,7 @@ def test_a_crash_ends_every_generation_and_the_engine_comes_back(
         try:
             pid = engine.pid
             assert pid is not None
-            streams = [await endless(engine, chat_prompt(engine, f"Go {i}")) for i in range(3)]  # type: ignore[arg-type]
+            streams = [await endless(engine, chat_prompt(engine, f"Go {i}")) for i in range(3)]
             ends: list[tuple[int, GenerationFinished]] = []
 
             async def drain(stream, kill: bool) -> None:  # type: ignore[no-untyped-def]
@@ -183,7 +183,9 @@ def test_a_crash_ends_every_generation_and_the_engine_comes_back(
 
             await asyncio.gather(*(drain(s, i == 0) for i, s in enumerate(streams)))
             # Requests wait for the restart; the same prompt runs as before, cold.
-            after = await agenerate(engine, [ord("a")] * 10, max_tokens=3)  # type: ignore[arg-type]
+            after = await agenerate(
+                engine, [ord("a")] * 10, max_tokens=3, seed=0, logit_bias=NO_EOS
+            )
             return ends, pid, engine.pid, after, engine.stats()
         finally:
             await engine.close()

@@ -51,7 +51,7 @@ def test_a_stopped_engine_process_is_killed_and_its_generations_fail(
             pid = engine.pid
             assert pid is not None
             sampling = SamplingParams(seed=3, logit_bias=NO_EOS)
-            prompts = [chat_prompt(engine, f"Go {i}") for i in range(2)]  # type: ignore[arg-type]
+            prompts = [chat_prompt(engine, f"Go {i}") for i in range(2)]
             streams = [engine.generate(GenerateRequest(tuple(p), sampling)) for p in prompts]
             ends: list[tuple[int, GenerationFinished]] = []
 
@@ -67,7 +67,9 @@ def test_a_stopped_engine_process_is_killed_and_its_generations_fail(
 
             drained = asyncio.gather(*(drain(s, i == 0) for i, s in enumerate(streams)))
             await asyncio.wait_for(drained, 60)  # without the watchdog: forever
-            after = await agenerate(engine, [ord("a")] * 10, max_tokens=3)  # type: ignore[arg-type]
+            after = await agenerate(
+                engine, [ord("a")] * 10, max_tokens=3, seed=0, logit_bias=NO_EOS
+            )
             assert after.finished.reason == "length"
             return ends, pid, engine.pid, engine.stats()
         finally:
@@ -127,7 +129,7 @@ def test_one_long_live_step_is_not_a_stall(sf_model_cache: Path) -> None:
         )
         try:
             pid = engine.pid
-            run = await agenerate(engine, prompt, max_tokens=1)  # type: ignore[arg-type]
+            run = await agenerate(engine, prompt, max_tokens=1, seed=0, logit_bias=NO_EOS)
             process = engine._supervisor.current
             assert process is not None
             return run.finished, pid, engine.pid, process.beats, engine.stats()
@@ -162,8 +164,12 @@ def test_one_step_longer_than_the_timeout_is_a_stall(sf_model_cache: Path) -> No
             assert pid is not None
             process = engine._supervisor.current
             assert process is not None
-            run = await asyncio.wait_for(agenerate(engine, prompt, max_tokens=1), 60)  # type: ignore[arg-type]
-            after = await agenerate(engine, [ord("a")] * 10, max_tokens=2)  # type: ignore[arg-type]
+            run = await asyncio.wait_for(
+                agenerate(engine, prompt, max_tokens=1, seed=0, logit_bias=NO_EOS), 60
+            )
+            after = await agenerate(
+                engine, [ord("a")] * 10, max_tokens=2, seed=0, logit_bias=NO_EOS
+            )
             assert after.finished.reason == "length"
             return run.finished, pid, engine.pid, process.beats, engine.stats()
         finally:
