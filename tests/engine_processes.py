@@ -79,11 +79,11 @@ def generated_beside(server_url: str, model: str) -> int:
     """
     import httpx
 
-    from jupyter_superfluid.engine.testmodels import EOS_TOKEN, vocabulary
+    from tests.no_eos import NO_EOS_WIRE
 
-    no_eos = {str(vocabulary()[0].index(EOS_TOKEN)): -100}
     before = tokens_generated(server_url, model)
-    body = {"model": model, "input": "q", "max_output_tokens": 4, "logit_bias": no_eos}
+    body = {"model": model, "input": "q", "max_output_tokens": 4}
+    body |= {"seed": 0, "logit_bias": NO_EOS_WIRE}
     r = httpx.post(f"{server_url}/v1/responses", json={**body, "store": False}, timeout=120)
     assert r.status_code == 200 and r.json()["usage"]["output_tokens"] == 4, r.text
     return tokens_generated(server_url, model) - before - 4

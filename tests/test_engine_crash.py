@@ -22,12 +22,12 @@ import openai
 import pytest
 from engine_processes import engine_children, is_running, wait_until
 
-from jupyter_superfluid.engine.testmodels import EOS_TOKEN, ensure_builtin, vocabulary
+from jupyter_superfluid.engine.testmodels import ensure_builtin
 from jupyter_superfluid.sessions import STORE_FILE, Store
+from tests.no_eos import NO_EOS_WIRE
 
 CHATML = "superfluid/tiny-chatml"
-NO_EOS = {str(vocabulary()[0].index(EOS_TOKEN)): -100}
-LONG = {"max_output_tokens": 1800, "extra_body": {"logit_bias": NO_EOS}}
+LONG = {"max_output_tokens": 1800, "extra_body": {"logit_bias": NO_EOS_WIRE}}
 
 
 def client_for(server: Any) -> openai.OpenAI:
@@ -72,7 +72,10 @@ def test_a_responses_stream_ends_failed_and_nothing_is_stored(sf_start_standalon
     body = {"model": CHATML, "input": "go", "stream": True, "max_output_tokens": 1800}
     events: list[tuple[str, dict[str, Any]]] = []
     with httpx.stream(
-        "POST", server.base_url + "/responses", json={**body, "logit_bias": NO_EOS}, timeout=120
+        "POST",
+        server.base_url + "/responses",
+        json={**body, "logit_bias": NO_EOS_WIRE},
+        timeout=120,
     ) as r:
         for name, data in sse_events(r):
             events.append((name, data))
@@ -101,7 +104,10 @@ def test_a_stopped_engine_is_killed_and_its_responses_stream_ends_failed(
     body = {"model": CHATML, "input": "go", "stream": True, "max_output_tokens": 1800}
     events: list[tuple[str, dict[str, Any]]] = []
     with httpx.stream(
-        "POST", server.base_url + "/responses", json={**body, "logit_bias": NO_EOS}, timeout=120
+        "POST",
+        server.base_url + "/responses",
+        json={**body, "logit_bias": NO_EOS_WIRE},
+        timeout=120,
     ) as r:
         for name, data in sse_events(r):
             events.append((name, data))
@@ -145,7 +151,7 @@ def test_a_chat_completions_stream_raises_api_error(sf_start_standalone: Any) ->
         messages=[{"role": "user", "content": "go"}],
         stream=True,
         max_tokens=1800,
-        logit_bias=NO_EOS,
+        logit_bias=NO_EOS_WIRE,
     )
     chunks = 0
     with pytest.raises(openai.APIError) as info:
@@ -203,7 +209,7 @@ def test_lmsp_streams_and_tasks_end_failed(sf_start_standalone: Any) -> None:
         ],
         "max_output_tokens": 1800,
         "stream": True,
-        "extensions": {"superfluid": {"logit_bias": NO_EOS, "seed": 1}},
+        "extensions": {"superfluid": {"logit_bias": NO_EOS_WIRE, "seed": 1}},
     }
     pid = engine_pid(server)
     before = stored_rows(server)
@@ -361,7 +367,10 @@ def test_a_generation_waiting_for_a_slot_still_opens_then_fails(sf_start_standal
 
     def drain() -> None:
         with httpx.stream(
-            "POST", server.base_url + "/responses", json={**long, "logit_bias": NO_EOS}, timeout=120
+            "POST",
+            server.base_url + "/responses",
+            json={**long, "logit_bias": NO_EOS_WIRE},
+            timeout=120,
         ) as r:
             for name, _ in sse_events(r):
                 first.append(name)

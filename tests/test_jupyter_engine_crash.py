@@ -11,10 +11,9 @@ import openai
 import pytest
 from engine_processes import engine_children, is_running
 
-from jupyter_superfluid.engine.testmodels import EOS_TOKEN, vocabulary
+from tests.no_eos import NO_EOS_WIRE
 
 CHATML = "superfluid/tiny-chatml"
-NO_EOS = {str(vocabulary()[0].index(EOS_TOKEN)): -100}
 JUPYTER_APIS = (("api", "status"), ("api", "contents"), ("api", "kernels"))
 
 
@@ -51,7 +50,7 @@ async def test_jupyter_answers_through_an_engine_crash_and_restart(
         input="go",
         stream=True,
         max_output_tokens=1500,
-        extra_body={"logit_bias": NO_EOS},
+        extra_body={"logit_bias": NO_EOS_WIRE},
     )
     events = []
     # The stream's error event carries OpenResponses' error payload, so the SDK raises it.

@@ -13,7 +13,7 @@ import openai
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from jupyter_superfluid.engine.testmodels import EOS_TOKEN, vocabulary
+from tests.no_eos import NO_EOS_WIRE
 
 
 def jupyter_url(port: int, base_url: str) -> str:
@@ -109,7 +109,6 @@ async def test_jupyter_answers_while_a_model_generates(
     client = sdk(jp_http_port, jp_base_url, jp_serverapp.identity_provider.token)
     seen_during = 0
     # Banning the end-of-turn token forces a long answer, so the stream is surely open below.
-    eos = str(vocabulary()[0].index(EOS_TOKEN))
     stream = await client.chat.completions.create(
         model="superfluid/tiny-chatml",
         messages=[{"role": "user", "content": "long"}],
@@ -117,7 +116,7 @@ async def test_jupyter_answers_while_a_model_generates(
         temperature=1.0,
         seed=3,
         stream=True,
-        logit_bias={eos: -100},
+        logit_bias=NO_EOS_WIRE,
     )
     chunks = 0
     async for chunk in stream:

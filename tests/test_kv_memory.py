@@ -14,14 +14,14 @@ from pathlib import Path
 import httpx
 from engine_processes import engine_children
 
-from jupyter_superfluid.engine.testmodels import EOS_TOKEN, vocabulary
+from tests.no_eos import EOS_ID
 
 CHATML = "superfluid/tiny-chatml"
 CACHE_RAM_MIB = 8
 # The KV cells first touched (16384 x 512 B), the prefix counter and indexes, the
 # allocator's slack, the writes waiting for the disk.
 OVERHEAD_MIB = 32
-ENDS_SOON = {str(vocabulary()[0].index(EOS_TOKEN)): 3.0}
+ENDS_SOON = {str(EOS_ID): 3.0}
 CLIENTS = 4
 TURNS = 30
 

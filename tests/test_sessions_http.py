@@ -14,12 +14,11 @@ import pytest
 from engine_processes import settled_tokens
 from slow_model import slow_model
 
-from jupyter_superfluid.engine.testmodels import EOS_TOKEN, vocabulary
 from jupyter_superfluid.sessions import Store
+from tests.no_eos import NO_EOS_WIRE
 
 CHATML = "superfluid/tiny-chatml"
 QWEN = "superfluid/tiny-qwen3"
-NO_EOS = {str(vocabulary()[0].index(EOS_TOKEN)): -100}
 WEATHER = {
     "type": "function",
     "name": "get_weather",
@@ -239,7 +238,7 @@ def test_disconnect_cancels_generation_and_stores_nothing(sf_start_standalone, s
         "input": "go",
         "stream": True,
         "max_output_tokens": 1800,
-        "logit_bias": NO_EOS,
+        "logit_bias": NO_EOS_WIRE,
     }
     response_id = None
     with httpx.stream("POST", server.base_url + "/responses", json=body, timeout=60) as r:
@@ -270,7 +269,7 @@ def test_kill_9_loses_nothing_acknowledged_and_shows_nothing_partial(
             "input": "never ends",
             "stream": True,
             "max_output_tokens": 1800,
-            "logit_bias": NO_EOS,
+            "logit_bias": NO_EOS_WIRE,
         }
         try:
             with httpx.stream("POST", server.base_url + "/responses", json=body, timeout=60) as r:

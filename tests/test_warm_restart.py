@@ -16,10 +16,10 @@ import openai
 import pytest
 from engine_processes import engine_children, wait_until
 
-from jupyter_superfluid.engine.testmodels import EOS_TOKEN, vocabulary
+from tests.no_eos import EOS_ID
 
 CHATML = "superfluid/tiny-chatml"
-ENDS_SOON = {str(vocabulary()[0].index(EOS_TOKEN)): 3.0}
+ENDS_SOON = {str(EOS_ID): 3.0}
 OPENING = "Remember these words: " + "cell kernel notebook stream " * 40
 
 

@@ -23,9 +23,7 @@ from jupyter_superfluid.engine.base import (
     TokenGenerated,
 )
 from jupyter_superfluid.engine.local.llama import LlamaEngine
-from jupyter_superfluid.engine.testmodels import EOS_TOKEN, vocabulary
-
-NO_EOS = {vocabulary()[0].index(EOS_TOKEN): -100.0}
+from tests.no_eos import NO_EOS
 
 
 async def generated_beside(engine: LlamaEngine) -> int:

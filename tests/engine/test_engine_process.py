@@ -27,10 +27,10 @@ from jupyter_superfluid.engine.base import (
 )
 from jupyter_superfluid.engine.local.llama import LlamaEngine
 from jupyter_superfluid.engine.process.client import ProcessEngine
-from jupyter_superfluid.engine.testmodels import EOS_TOKEN, ensure_builtin_projector, vocabulary
+from jupyter_superfluid.engine.testmodels import ensure_builtin_projector
+from tests.no_eos import NO_EOS
 
 CHATML = "superfluid/tiny-chatml"
-NO_EOS = {vocabulary()[0].index(EOS_TOKEN): -100.0}
 
 
 async def start(

@@ -32,10 +32,9 @@ from jupyter_superfluid.engine.process.watchdog import (
     StallClock,
     Watch,
 )
-from jupyter_superfluid.engine.testmodels import EOS_TOKEN, vocabulary
+from tests.no_eos import NO_EOS
 
 CHATML = "superfluid/tiny-chatml"
-NO_EOS = {vocabulary()[0].index(EOS_TOKEN): -100.0}
 STALL_S = 2.0
 STALLED = "stopped making progress for "
 

@@ -10,13 +10,11 @@ from typing import Any
 
 import httpx
 
-from jupyter_superfluid.engine.testmodels import EOS_TOKEN, vocabulary
+from tests.no_eos import NO_EOS_WIRE
 
 CHATML = "superfluid/tiny-chatml"
 QWEN = "superfluid/tiny-qwen3"
 PROBLEM_TYPE = "application/problem+json"
-# Banning the end-of-turn token makes a tiny model run to its token cap.
-NO_EOS = {str(vocabulary()[0].index(EOS_TOKEN)): -100}
 FINAL = ("response.completed", "response.incomplete", "response.failed", "response.cancelled")
 PROBLEM_KEYS = {"type", "title", "status", "detail", "code"}
 
@@ -44,7 +42,7 @@ def request(model: str = CHATML, text: str = "hi", **fields: Any) -> dict[str, A
 
 def long_request(tokens: int, **fields: Any) -> dict[str, Any]:
     """A request that surely generates ``tokens`` tokens."""
-    return request(max_output_tokens=tokens, logit_bias=NO_EOS, seed=1, **fields)
+    return request(max_output_tokens=tokens, logit_bias=NO_EOS_WIRE, seed=1, **fields)
 
 
 @dataclass

@@ -8,10 +8,11 @@ import re
 import httpx
 import pytest
 
+from tests.no_eos import NO_EOS_WIRE
+
 from .helpers import (
     CHATML,
     FINAL,
-    NO_EOS,
     QWEN,
     assert_problem,
     events_of,
@@ -86,7 +87,7 @@ def test_synchronous_response_has_exactly_the_spec_shape(url):
 
 
 def test_a_request_cut_by_the_cap_is_incomplete(url):
-    body = request(max_output_tokens=2, seed=7, logit_bias=NO_EOS)
+    body = request(max_output_tokens=2, seed=7, logit_bias=NO_EOS_WIRE)
     r = post(url, body).json()
     assert r["status"] == "incomplete" and r["incomplete_details"] == {
         "reason": "max_output_tokens"

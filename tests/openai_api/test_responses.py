@@ -14,13 +14,12 @@ from openresponses_schema import validate_event
 from pydantic import TypeAdapter
 from slow_model import CRAMPED_ARGS, RUNNING_TEXT, TOO_LONG_BESIDE, generating, slow_model
 
-from jupyter_superfluid.engine.testmodels import EOS_TOKEN, vocabulary
 from jupyter_superfluid.sessions import Event, NewResponse, NewSession, Store, new_id
+from tests.no_eos import NO_EOS_WIRE
 
 CHATML = "superfluid/tiny-chatml"
 QWEN = "superfluid/tiny-qwen3"
 EVENTS = TypeAdapter(ResponseStreamEvent)
-NO_EOS_BIAS = {str(vocabulary()[0].index(EOS_TOKEN)): -100}
 CITY = {
     "type": "object",
     "properties": {"city": {"enum": ["Paris", "Oslo"]}},
@@ -555,7 +554,7 @@ def test_generation_failure_mid_stream_is_error_then_failed(sf_start_standalone,
     slow = f"slow={slow_model(sf_model_cache)}"
     server = sf_start_standalone(*CRAMPED_ARGS, models=(slow,))
     url = server.base_url + "/responses"
-    body = {"model": "slow", "stream": True, "logit_bias": NO_EOS_BIAS}
+    body = {"model": "slow", "stream": True, "logit_bias": NO_EOS_WIRE}
     running = {**body, "input": RUNNING_TEXT, "max_output_tokens": 1500}
     with (
         generating(url, running),

@@ -21,13 +21,13 @@ from jupyter_superfluid.engine.local.llama import LlamaEngine
 from jupyter_superfluid.engine.registry import ModelRegistry, parse_spec
 from jupyter_superfluid.engine.remote.llama_completion import completion_body, remote_seed
 from jupyter_superfluid.engine.remote.llama_server import LlamaServerEngine
-from jupyter_superfluid.engine.testmodels import EOS_TOKEN, ensure_builtin, vocabulary
+from jupyter_superfluid.engine.testmodels import ensure_builtin
 from jupyter_superfluid.pytest_plugin import free_port
+from tests.no_eos import EOS_ID, NO_EOS
 
 from .helpers import REMOTE_KEY, SLOT_CONTEXT, RemoteServer
 
 CHATML = "superfluid/tiny-chatml"
-EOS_ID = vocabulary()[0].index(EOS_TOKEN)
 
 
 def test_llama_server_specs() -> None:
@@ -120,7 +120,7 @@ def test_generation_streams_every_token_and_the_remote_cache_count(
     prompt = tuple(
         engine.tokenize("<|im_start|>user\nwarm me up<|im_end|>\n<|im_start|>assistant\n")
     )
-    greedy = SamplingParams(temperature=0, max_tokens=24, logit_bias={EOS_ID: -100})
+    greedy = SamplingParams(temperature=0, max_tokens=24, logit_bias=NO_EOS)
     try:
         first = asyncio.run(run(engine, GenerateRequest(prompt, greedy)))
         again = asyncio.run(run(engine, GenerateRequest(prompt, greedy)))

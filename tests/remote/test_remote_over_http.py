@@ -18,14 +18,13 @@ import pytest
 from media_samples import data_url, png
 from slow_model import slow_model
 
-from jupyter_superfluid.engine.testmodels import EOS_TOKEN, vocabulary
 from jupyter_superfluid.pytest_plugin import StandaloneServer
 from jupyter_superfluid.sessions import Store
+from tests.no_eos import NO_EOS_WIRE
 
 from .conftest import start_over_remotes
 from .helpers import SLOT_CONTEXT, RemoteServer
 
-NO_EOS = {str(vocabulary()[0].index(EOS_TOKEN)): -100}
 CITY = {"type": "object", "properties": {"city": {"enum": ["Paris", "Oslo"]}}, "required": ["city"]}
 WEATHER = {"type": "function", "name": "get_weather", "parameters": CITY}
 PERSON = {
@@ -60,7 +59,7 @@ def test_create_is_generated_by_the_remote(over_remotes, remote_chatml: RemoteSe
         model="chatml",
         input="hello",
         max_output_tokens=16,
-        extra_body={"seed": 3, "logit_bias": NO_EOS},
+        extra_body={"seed": 3, "logit_bias": NO_EOS_WIRE},
     )
     after = remote_chatml.wait_idle()
     assert r.model == "chatml" and r.status == "incomplete"
@@ -142,7 +141,7 @@ def test_disconnect_stops_the_remote(over_remotes, remote_slow: RemoteServer):
         "input": "go",
         "stream": True,
         "max_output_tokens": 4000,
-        "logit_bias": NO_EOS,
+        "logit_bias": NO_EOS_WIRE,
     }
     response_id = None
     with httpx.stream("POST", over_remotes.base_url + "/responses", json=body, timeout=60) as r:
@@ -233,7 +232,7 @@ def test_a_remote_dying_mid_stream_fails_the_stream(
         "input": "go",
         "stream": True,
         "max_output_tokens": 4000,
-        "logit_bias": NO_EOS,
+        "logit_bias": NO_EOS_WIRE,
     }
     try:
         events = []
@@ -261,7 +260,7 @@ def test_stop_sequences_are_applied_here_and_stop_the_remote(over_remotes, remot
         max_tokens=4000,
         seed=1,
         stop=["e", "a", "o", " "],
-        logit_bias=NO_EOS,
+        logit_bias=NO_EOS_WIRE,
     )
     after = remote_slow.wait_idle()
     text = chat.choices[0].message.content or ""
@@ -279,7 +278,7 @@ def test_a_hung_remote_times_out_instead_of_hanging(
     remote = start_remote(slow_model(sf_model_cache), slots=1)
     server = start_over_remotes(sf_model_cache, tmp_path, {"m": remote}, "--remote-timeout=2")
     body = {"model": "m", "input": "go", "stream": True, "max_output_tokens": 4000}
-    body["logit_bias"] = NO_EOS
+    body["logit_bias"] = NO_EOS_WIRE
     assert remote.process is not None
     try:
         events = []

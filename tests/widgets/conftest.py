@@ -18,9 +18,6 @@ from typing import Any
 import pytest
 from jupyter_client.manager import KernelManager
 
-from jupyter_superfluid.engine.testmodels import EOS_TOKEN, vocabulary
-
-NO_EOS = {str(vocabulary()[0].index(EOS_TOKEN)): -100}  # tiny models: never end on their own
 WIDGET_TARGET = "jupyter.widget"
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 
 import jupyter_superfluid
-from tests.widgets.conftest import NO_EOS
+from tests.no_eos import NO_EOS_WIRE
 
 ROOT = Path(__file__).resolve().parents[2]
 CHATML = "superfluid/tiny-chatml"
@@ -47,7 +47,7 @@ def test_model_and_view_versions_match_the_package(front):
 
 
 def test_stream_is_synced_in_batches_and_ends_with_the_response(front, standalone):
-    front.run(STREAM.format(model=CHATML, n=1200, extra={"seed": 1, "logit_bias": NO_EOS}))
+    front.run(STREAM.format(model=CHATML, n=1200, extra={"seed": 1, "logit_bias": NO_EOS_WIRE}))
     comm = front.comm_of("view")
     updates = front.updates(comm)
     deltas = front.value("sum(deltas)")
@@ -132,7 +132,7 @@ worker.start()
 
 
 def test_stop_message_cancels_a_background_stream(front, standalone):
-    front.run(BACKGROUND.format(model=CHATML, bias=NO_EOS))
+    front.run(BACKGROUND.format(model=CHATML, bias=NO_EOS_WIRE))
     comm = front.comm_of("bg")
     front.wait(lambda: bool(front.models[comm].get("response_id")), 30)
     assert front.models[comm]["stop_mode"] == "message"  # the kernel is free: a message will do

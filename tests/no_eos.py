@@ -1,0 +1,16 @@
+"""Logit biases that keep a tiny model from ending its answer on its own.
+
+The tiny random-weight models end on ``<|im_end|>`` after a few dozen sampled tokens, so
+a test that needs a generation to reach its cap, or to be still running when it acts on
+it, seeds the request and bans that token: then the outcome is fixed, not likely.
+"""
+
+from __future__ import annotations
+
+from jupyter_superfluid.engine.testmodels import EOS_TOKEN, vocabulary
+
+EOS_ID = vocabulary()[0].index(EOS_TOKEN)
+# For the engine (SamplingParams.logit_bias): token id → bias.
+NO_EOS: dict[int, float] = {EOS_ID: -100.0}
+# For the wire (OpenAI ``logit_bias``, LMSP's superfluid extension): JSON object keys.
+NO_EOS_WIRE: dict[str, int] = {str(EOS_ID): -100}
