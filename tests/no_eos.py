@@ -14,3 +14,6 @@ EOS_ID = vocabulary()[0].index(EOS_TOKEN)
 NO_EOS: dict[int, float] = {EOS_ID: -100.0}
 # For the wire (OpenAI ``logit_bias``, LMSP's superfluid extension): JSON object keys.
 NO_EOS_WIRE: dict[str, int] = {str(EOS_ID): -100}
+# Request fields (the SDK's ``extra_body``, a raw JSON body, LMSP's superfluid extension)
+# for an answer that surely runs to its token cap, the same one every time.
+RUN_TO_CAP: dict[str, object] = {"seed": 0, "logit_bias": NO_EOS_WIRE}
