@@ -12,6 +12,8 @@ import json
 import openai
 import pytest
 
+from tests.no_eos import NO_EOS_WIRE
+
 GENERIC = ("superfluid/tiny-chatml", "superfluid/tiny-vision", "superfluid/tiny-audio")
 CITY = {
     "type": "object",
@@ -55,6 +57,6 @@ def test_forced_tool_choice_is_a_function_call(client, model, choice, tool) -> N
         previous_response_id=response.id,
         input=[{"type": "function_call_output", "call_id": calls[0].call_id, "output": "18 C"}],
         max_output_tokens=8,
-        extra_body={"seed": 3},
+        extra_body={"seed": 3, "logit_bias": NO_EOS_WIRE},
     )
-    assert follow.status in ("completed", "incomplete")
+    assert follow.status == "incomplete" and follow.usage.output_tokens == 8

@@ -17,6 +17,7 @@ from media_samples import b64, data_url, png, wav
 
 from jupyter_superfluid.engine.testmmproj import AUDIO_TOKENS_PER_WINDOW, IMAGE_TOKENS
 from jupyter_superfluid.pytest_plugin import StandaloneServer, start_standalone
+from tests.no_eos import NO_EOS_WIRE, RUN_TO_CAP
 
 CHATML = "superfluid/tiny-chatml"
 VISION = "superfluid/tiny-vision"
@@ -55,13 +56,11 @@ def user(*parts: dict[str, Any], text: str = "what is this") -> list[dict[str, A
 
 
 def respond(client: openai.OpenAI, model: str, items: Any, **kw: Any) -> Any:
-    """A short response, asserted to have run."""
-    kw.setdefault("extra_body", {"seed": 1})
+    """A short response that runs to its cap, asserted to have run."""
+    kw.setdefault("extra_body", RUN_TO_CAP)
     r = client.responses.create(model=model, input=items, max_output_tokens=4, **kw)
-    assert r.status in ("completed", "incomplete")
-    assert r.error is None and r.usage is not None
-    # A random-weight model may end its turn at once: then there is no message.
-    assert [o.type for o in r.output] in ([], ["message"])
+    assert r.status == "incomplete" and r.usage.output_tokens == 4
+    assert r.error is None and [o.type for o in r.output] == ["message"]
     return r
 
 
@@ -82,11 +81,13 @@ def test_image_response_streams(client: openai.OpenAI) -> None:
     items = user(image_part(png(16, 16, seed=111)))
     plain = respond(client, VISION, items)
     events = list(
-        client.responses.create(model=VISION, input=items, max_output_tokens=4, stream=True)
+        client.responses.create(
+            model=VISION, input=items, max_output_tokens=4, stream=True, extra_body=RUN_TO_CAP
+        )
     )
     types = [e.type for e in events]
     assert types[0] == "response.created"
-    assert types[-1] in ("response.completed", "response.incomplete")
+    assert types[-1] == "response.incomplete"
     assert [e.sequence_number for e in events] == list(range(len(events)))
     final = events[-1].response
     assert final.usage.input_tokens == plain.usage.input_tokens
@@ -161,9 +162,11 @@ def chat_image(data: bytes) -> dict[str, Any]:
 
 
 def chat(client: openai.OpenAI, model: str, messages: Any) -> Any:
-    """A short chat completion, asserted to have run."""
-    c = client.chat.completions.create(model=model, messages=messages, max_tokens=4, seed=1)
-    assert c.choices[0].finish_reason in ("stop", "length")
+    """A short chat completion that runs to its cap, asserted to have run."""
+    c = client.chat.completions.create(
+        model=model, messages=messages, max_tokens=4, seed=1, logit_bias=NO_EOS_WIRE
+    )
+    assert c.choices[0].finish_reason == "length" and c.usage.completion_tokens == 4
     assert c.choices[0].message.role == "assistant"
     return c
 
