@@ -11,7 +11,7 @@ import openai
 import pytest
 from engine_processes import engine_children, is_running
 
-from tests.no_eos import NO_EOS_WIRE
+from tests.no_eos import RUN_TO_CAP
 
 CHATML = "superfluid/tiny-chatml"
 JUPYTER_APIS = (("api", "status"), ("api", "contents"), ("api", "kernels"))
@@ -50,7 +50,7 @@ async def test_jupyter_answers_through_an_engine_crash_and_restart(
         input="go",
         stream=True,
         max_output_tokens=1500,
-        extra_body={"logit_bias": NO_EOS_WIRE},
+        extra_body=RUN_TO_CAP,
     )
     events = []
     # The stream's error event carries OpenResponses' error payload, so the SDK raises it.
@@ -59,12 +59,14 @@ async def test_jupyter_answers_through_an_engine_crash_and_restart(
             events.append(event)
             if event.type == "response.output_text.delta" and len(events) == 8:
                 os.kill(pid, signal.SIGKILL)
-    after = await client.responses.create(model=CHATML, input="again", max_output_tokens=3)
+    after = await client.responses.create(
+        model=CHATML, input="again", max_output_tokens=3, extra_body=RUN_TO_CAP
+    )
     stop.set()
     await poller
     assert events[0].type == "response.created" and len(events) >= 8
     assert crashed.value.code == "engine_crashed" and "SIGKILL" in crashed.value.message
-    assert after.status in ("completed", "incomplete")
+    assert after.status == "incomplete" and after.usage.output_tokens == 3
     assert not is_running(pid) and (await engine())["engine_pid"] in engine_children()
     assert all(codes == [200, 200, 200] for _, codes in samples)
     assert any(state == "restarting" for state, _ in samples)  # answered while it was down

@@ -13,6 +13,7 @@ import openai
 import pytest
 
 from jupyter_superfluid.pytest_plugin import free_port, wait_ready
+from tests.no_eos import RUN_TO_CAP
 
 
 def test_sigint_shuts_down_cleanly(sf_start_standalone):
@@ -155,9 +156,12 @@ def test_cached_hub_model_serves_offline(
     server = sf_start_standalone(models=("hf:acme/tiny-GGUF/tiny.gguf",))
     client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
     out = client.chat.completions.create(
-        model="tiny", max_tokens=3, messages=[{"role": "user", "content": "hi"}]
+        model="tiny",
+        max_tokens=3,
+        messages=[{"role": "user", "content": "hi"}],
+        extra_body=RUN_TO_CAP,
     )
-    assert out.usage.completion_tokens <= 3
+    assert out.choices[0].finish_reason == "length" and out.usage.completion_tokens == 3
 
 
 def test_unloadable_model_names_the_file(sf_start_standalone, tmp_path: Path):
