@@ -48,7 +48,7 @@ def test_a_replayed_stream_replays_its_events(url):
     assert again.headers["idempotent-replayed"] == "true"
     assert again.headers["content-type"].startswith("text/event-stream")
     assert events_of(again.text) == events_of(first.text)
-    assert events_of(first.text)[-1].name in ("response.completed", "response.incomplete")
+    assert events_of(first.text)[-1].name == "response.completed"  # seed 2 ends within 20
 
 
 def test_a_replayed_task_is_the_same_task(url):
