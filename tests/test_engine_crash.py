@@ -24,10 +24,10 @@ from engine_processes import engine_children, is_running, wait_until
 
 from jupyter_superfluid.engine.testmodels import ensure_builtin
 from jupyter_superfluid.sessions import STORE_FILE, Store
-from tests.no_eos import NO_EOS_WIRE
+from tests.no_eos import NO_EOS_WIRE, RUN_TO_CAP
 
 CHATML = "superfluid/tiny-chatml"
-LONG = {"max_output_tokens": 1800, "extra_body": {"logit_bias": NO_EOS_WIRE}}
+LONG = {"max_output_tokens": 1800, "extra_body": RUN_TO_CAP}
 
 
 def client_for(server: Any) -> openai.OpenAI:
@@ -58,8 +58,10 @@ def stored_rows(server: Any) -> tuple[int, int]:
 
 def assert_back(server: Any, dead: int) -> None:
     """The old engine process is gone, a new one serves the next request."""
-    out = client_for(server).responses.create(model=CHATML, input="again", max_output_tokens=4)
-    assert out.status in ("completed", "incomplete") and out.usage.output_tokens >= 1
+    out = client_for(server).responses.create(
+        model=CHATML, input="again", max_output_tokens=4, extra_body=RUN_TO_CAP
+    )
+    assert out.status == "incomplete" and out.usage.output_tokens == 4
     status = model_status(server)
     assert status["engine_restarts"] == 1 and status["engine_pid"] != dead
     assert not is_running(dead)
@@ -74,7 +76,7 @@ def test_a_responses_stream_ends_failed_and_nothing_is_stored(sf_start_standalon
     with httpx.stream(
         "POST",
         server.base_url + "/responses",
-        json={**body, "logit_bias": NO_EOS_WIRE},
+        json={**body, **RUN_TO_CAP},
         timeout=120,
     ) as r:
         for name, data in sse_events(r):
@@ -106,7 +108,7 @@ def test_a_stopped_engine_is_killed_and_its_responses_stream_ends_failed(
     with httpx.stream(
         "POST",
         server.base_url + "/responses",
-        json={**body, "logit_bias": NO_EOS_WIRE},
+        json={**body, **RUN_TO_CAP},
         timeout=120,
     ) as r:
         for name, data in sse_events(r):
@@ -151,6 +153,7 @@ def test_a_chat_completions_stream_raises_api_error(sf_start_standalone: Any) ->
         messages=[{"role": "user", "content": "go"}],
         stream=True,
         max_tokens=1800,
+        seed=0,
         logit_bias=NO_EOS_WIRE,
     )
     chunks = 0
@@ -319,8 +322,10 @@ def test_a_crash_while_loading_is_a_load_failure(sf_start_standalone: Any) -> No
     assert f"(pid {pid}) was killed by SIGKILL while loading" in err.message
     assert httpx.get(server.url + "/v1/models", timeout=10).status_code == 200
     # The next request loads the model again and is answered.
-    out = client_for(server).responses.create(model=qwen, input="x", max_output_tokens=2)
-    assert out.status in ("completed", "incomplete")
+    out = client_for(server).responses.create(
+        model=qwen, input="x", max_output_tokens=2, extra_body=RUN_TO_CAP
+    )
+    assert out.status == "incomplete" and out.usage.output_tokens == 2
 
 
 def test_a_failed_restart_answers_503_at_once_then_recovers(
@@ -369,7 +374,7 @@ def test_a_generation_waiting_for_a_slot_still_opens_then_fails(sf_start_standal
         with httpx.stream(
             "POST",
             server.base_url + "/responses",
-            json={**long, "logit_bias": NO_EOS_WIRE},
+            json={**long, **RUN_TO_CAP},
             timeout=120,
         ) as r:
             for name, _ in sse_events(r):

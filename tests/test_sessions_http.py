@@ -15,7 +15,7 @@ from engine_processes import settled_tokens
 from slow_model import slow_model
 
 from jupyter_superfluid.sessions import Store
-from tests.no_eos import NO_EOS_WIRE
+from tests.no_eos import NO_EOS_WIRE, RUN_TO_CAP
 
 CHATML = "superfluid/tiny-chatml"
 QWEN = "superfluid/tiny-qwen3"
@@ -117,9 +117,13 @@ def test_rebuild_conditions(standalone, case):
     first_kw, next_kw = REBUILDS[case]
     a = completed(client, input="start", **first_kw)
     b = client.responses.create(
-        previous_response_id=a.id, input="go on", max_output_tokens=8, **next_kw
+        previous_response_id=a.id,
+        input="go on",
+        max_output_tokens=8,
+        extra_body=RUN_TO_CAP,
+        **next_kw,
     )
-    assert b.status in ("completed", "incomplete")
+    assert b.status == "incomplete" and b.usage.output_tokens == 8
     info = session_of(store, b.id)
     assert info.parent_id is None and info.meta["forked"] is False
     # Rebuilt means: the same prompt as sending the whole conversation afresh.
