@@ -15,7 +15,7 @@ from engine_processes import settled_tokens
 from slow_model import slow_model
 
 from jupyter_superfluid.sessions import Store
-from tests.no_eos import NO_EOS_WIRE, RUN_TO_CAP
+from tests.no_eos import RUN_TO_CAP
 
 CHATML = "superfluid/tiny-chatml"
 QWEN = "superfluid/tiny-qwen3"
@@ -242,7 +242,7 @@ def test_disconnect_cancels_generation_and_stores_nothing(sf_start_standalone, s
         "input": "go",
         "stream": True,
         "max_output_tokens": 1800,
-        "logit_bias": NO_EOS_WIRE,
+        **RUN_TO_CAP,
     }
     response_id = None
     with httpx.stream("POST", server.base_url + "/responses", json=body, timeout=60) as r:
@@ -273,7 +273,7 @@ def test_kill_9_loses_nothing_acknowledged_and_shows_nothing_partial(
             "input": "never ends",
             "stream": True,
             "max_output_tokens": 1800,
-            "logit_bias": NO_EOS_WIRE,
+            **RUN_TO_CAP,
         }
         try:
             with httpx.stream("POST", server.base_url + "/responses", json=body, timeout=60) as r:
