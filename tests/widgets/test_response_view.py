@@ -121,7 +121,7 @@ bg = ResponseView()
 def work():
     bg.start(None)
     params = {{"model": "{model}", "input": "go", "max_output_tokens": 1900,
-              "extra_body": {{"logit_bias": {bias}}}}}
+              "extra_body": {{"seed": 0, "logit_bias": {bias}}}}}
     try:
         run_openai(client(max_retries=0), params, stream=True, on_event=bg.on_event)
     except Cancelled as exc:
