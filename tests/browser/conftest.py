@@ -27,6 +27,11 @@ import pytest
 from jupyter_superfluid.pytest_plugin import TINY_MODELS, free_port
 from tests.hub_server import REPO, hub_files
 from tests.local_hub import LocalHub
+from tests.slow_model import slow_model
+
+# Streams the browser must watch (several updates, a Stop click, a branch) run on the
+# slow model: the tiny ones finish thousands of tokens before a loaded browser paints twice.
+SLOW = "slow"
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -43,17 +48,11 @@ ARTIFACTS = ROOT / "test-artifacts"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test in this folder ``browser``, with one rerun.
-
-    A whole browser session on a loaded 2-core machine failed once in about a dozen
-    runs without a reproducible cause; one rerun keeps CI honest about real breakage
-    (a real bug fails twice) without letting that noise block a submission.
-    """
+    """Mark every test in this folder ``browser``."""
     here = Path(__file__).parent
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.browser)
-            item.add_marker(pytest.mark.flaky(reruns=1))
 
 
 @dataclass
@@ -154,6 +153,7 @@ def lab(
         *("--ip=127.0.0.1", "--allow-root", f"--IdentityProvider.token={token}"),
         *(f"--ServerApp.root_dir={root}", "--LabApp.extension_manager=readonly"),
         *(f"--Superfluid.models={m}" for m in TINY_MODELS),
+        f"--Superfluid.models={SLOW}={slow_model(sf_model_cache)}",
         f"--Superfluid.model_cache_dir={sf_model_cache}",
         f"--Superfluid.sessions_dir={base / 'sessions'}",
         "--Superfluid.context_size=16384",

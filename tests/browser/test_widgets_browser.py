@@ -5,9 +5,11 @@ seen before it completes, usage shown), a second turn, a long generation stopped
 with the Stop button (the server then has no such response), ``%respond tree`` (the
 nodes drawn, the current one marked), a branch made by clicking (a sibling that
 streams inline and joins the tree), screenshots in the light and dark themes, and
-no errors in the console. The tiny models write random text: the tests count and
-check structure, never meaning. Greedy decoding (temperature 0) of a prompt found
-to run long keeps a generation going for as long as a test needs.
+no errors in the console. The random-weight models write random text: the tests count
+and check structure, never meaning. The streams the browser watches run on the slow
+model (~200 tokens/s), with greedy decoding (temperature 0) of a prompt found to run
+long, so each is still generating for as long as the step needs (seconds, not the
+milliseconds a tiny model takes).
 """
 
 from __future__ import annotations
@@ -18,22 +20,23 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import LabServer
+from tests.browser.conftest import SLOW, LabServer
 from tests.browser.notebook_page import NotebookPage, write_notebook
 
-CHATML = "superfluid/tiny-chatml"
 QWEN = "superfluid/tiny-qwen3"
 PROMPTS = ["Tell me a long story.", "Once upon a time", "Lorem ipsum", "x", "Go on.", "Begin"]
 BRANCHES = ["Another way", "Or else?", "Try again", "Go on.", "More", "And?"]
 DONE = re.compile("^(completed|incomplete)$")
+STREAMED = 400  # tokens of the streamed cell: ~2 s on the slow model
+BRANCHED = 300  # tokens of the branch made in the tree
 
 
 def long_input(lab: LabServer, candidates: list[str], tokens: int, previous: str = "") -> str:
-    """The first input whose greedy continuation runs at least ``tokens`` tokens."""
+    """The first input whose greedy continuation on the slow model runs ``tokens`` tokens."""
     with lab.api() as api:
         for text in candidates:
             body = {"input": text, "temperature": 0, "max_output_tokens": tokens, "store": False}
-            body.update({"previous_response_id": previous} if previous else {"model": CHATML})
+            body.update({"previous_response_id": previous} if previous else {"model": SLOW})
             answer = api.post("v1/responses", json=body)
             answer.raise_for_status()
             if answer.json()["usage"]["output_tokens"] >= tokens:
@@ -45,10 +48,10 @@ def cells(prompt: str) -> list[str]:
     """The notebook: load, stream, a second turn, a long one to stop, defaults, tree."""
     return [
         "%load_ext jupyter_superfluid",
-        f"%%respond --new -m {CHATML} --temperature 0 --max-tokens 1500\n{prompt}",
+        f"%%respond --new -m {SLOW} --temperature 0 --max-tokens {STREAMED}\n{prompt}",
         "%%respond --max-tokens 8 --seed 1\nAnd a short one.",
-        f"%%respond --new -m {CHATML} --temperature 0 --max-tokens 12000\n{prompt}",
-        "%respond --temperature 0 --max-tokens 1500",
+        f"%%respond --new -m {SLOW} --temperature 0 --max-tokens 12000\n{prompt}",
+        f"%respond --temperature 0 --max-tokens {BRANCHED}",
         "%respond tree",
         'def lookup(id: int) -> dict:\n    """A customer by id."""\n    return {"name": "Ada"}',
         f"%%respond --new -m {QWEN} --tools lookup --tool-choice required --max-rounds 2"
@@ -67,7 +70,8 @@ def response_id(view) -> str:
 def test_widgets_in_the_browser(
     ui: str, lab: LabServer, chromium, artifacts: Path, baseline_errors
 ) -> None:
-    prompt = long_input(lab, PROMPTS, 3000)
+    # Greedy: the stop cell's run is the streamed one's, longer; 2000 tokens are ~10 s.
+    prompt = long_input(lab, PROMPTS, 2000)
     path = f"widgets-{ui}.ipynb"
     write_notebook(lab.root / path, cells(prompt))
     context = chromium.new_context(viewport={"width": 1280, "height": 1000})
@@ -102,7 +106,7 @@ def check_streaming(nb: NotebookPage) -> str:
     assert len(lengths) >= 2 and max(lengths) <= final, lengths  # several updates, then done
     usage = view.locator(".sf-usage")
     output = usage.locator("[data-key=output] .sf-usage-value")
-    assert int((output.text_content() or "0").replace(",", "")) >= 300
+    assert int((output.text_content() or "0").replace(",", "")) == STREAMED
     for key in ("input", "cached", "speed"):
         expect(usage.locator(f"[data-key={key}] .sf-usage-value")).to_have_text(
             re.compile(r"^\d[\d,.]*$")
@@ -150,10 +154,10 @@ def check_tree(nb: NotebookPage, first: str, second: str):
 def check_branch(nb: NotebookPage, lab: LabServer, tree, prompt: str, ids: tuple[str, str]) -> None:
     """Clicking a node, typing and pressing Branch streams a new sibling into the tree."""
     first, second = ids
-    text = long_input(lab, BRANCHES, 300, previous=first)
+    text = long_input(lab, BRANCHES, BRANCHED, previous=first)
     tree.locator(f"button.sf-node[data-id='{first}']").click()
     detail = tree.locator(f".sf-tree-detail[data-selected='{first}']")
-    expect(detail.locator(".sf-detail-meta")).to_contain_text(CHATML)
+    expect(detail.locator(".sf-detail-meta")).to_contain_text(SLOW)
     expect(detail.locator(".sf-input-item")).to_contain_text(prompt)
     expect(detail.locator(".sf-branch-submit")).to_have_text("Branch")
     detail.locator(".sf-branch-input").fill(text)
