@@ -196,9 +196,10 @@ async def run(ctx: Context) -> Section:
         {"ratio": sse, "seam_ratio": seam, "llama_server_ratio": native, "seam_us": per_token}
     )
     if per_token is not None:
+        verb = "costs" if per_token >= 0 else "saves"
         section.notes.append(
-            f"Crossing into the engine process costs {per_token:.0f} µs per token "
-            "(ProcessEngine vs LlamaEngine in a thread, medians)."
+            f"The engine in its own process {verb} {abs(per_token):.0f} µs per token "
+            "against the same engine in a thread (ProcessEngine vs LlamaEngine, medians)."
         )
     section.target(">= 0.95 of the raw loop's tokens/s over SSE", times(sse), _at_least(sse, 0.95))
     seam_target = ">= 0.95: the engine process vs the same engine in-process"
