@@ -1,4 +1,4 @@
-"""Fuzzing every endpoint of both protocols: malformed bodies, params and headers.
+"""Fuzzing every endpoint of both protocols and the models API: malformed bodies, params, headers.
 
 A seeded generator mutates valid requests (a field replaced by junk of another
 type, an out-of-range number, a lone surrogate, NaN, deep nesting, a schema
@@ -29,6 +29,7 @@ QWEN = "superfluid/tiny-qwen3"
 SEED = 20261201
 ROUNDS = 10000
 DEEP = 200
+MISSING_GGUF = "/nonexistent/fuzz.gguf"
 
 
 def nested(depth: int) -> Any:
@@ -162,6 +163,8 @@ def seeds(rid: str) -> dict[str, dict[str, Any]]:
             "store": True,
             "extensions": {"superfluid": {"seed": 1, "logit_bias": {"5": 1}, "stop": ["x"]}},
         },
+        # A model whose file is not there: it is added (and fails to load), or refused.
+        "/superfluid/v1/models": {"spec": f"fuzz={MISSING_GGUF}", "load": True},
     }
 
 
@@ -258,7 +261,7 @@ class Fuzzer:
         tid = self.rng.choice([self.task_id, "task_" + self.word(), "x"])
         params = {
             k: self.word() if self.rng.random() < 0.7 else self.rid
-            for k in self.rng.sample(["limit", "order", "after", "include"], 2)
+            for k in self.rng.sample(["limit", "order", "after", "include", "delete_files"], 2)
         }
         method, path = self.rng.choice(
             [
@@ -279,6 +282,12 @@ class Fuzzer:
                 ("POST", f"/lmsp/v1/tasks/task_{self.word()}/cancel"),
                 ("PUT", "/lmsp/v1/responses"),
                 ("GET", f"/lmsp/v1/{self.word()}"),
+                # Never a served model's id: the run must leave the served set as it was.
+                ("GET", "/superfluid/v1/models"),
+                ("GET", f"/superfluid/v1/models/{self.word()}"),
+                ("POST", f"/superfluid/v1/models/{self.word()}/load"),
+                ("POST", f"/superfluid/v1/models/{self.word()}/unload"),
+                ("DELETE", f"/superfluid/v1/models/{self.word()}"),
             ]
         )
         if path.endswith("/events") and self.rng.random() < 0.5:
