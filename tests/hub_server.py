@@ -6,6 +6,8 @@ share one blob in the cache (and one download).
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,19 @@ BUILT_INS = (
     "superfluid/tiny-vision",
     "superfluid/tiny-audio",
 )
+
+
+@contextmanager
+def hub_serving(files: Mapping[str, bytes]) -> Iterator[LocalHub]:
+    """A hub on loopback serving ``REPO/NAME.gguf`` for each file; stopped on leaving."""
+    hub = LocalHub().start()
+    for name, data in files.items():
+        hub.add(REPO, f"{name}.gguf", data)
+    try:
+        yield hub
+    finally:
+        hub.release()
+        hub.stop()
 
 
 def hub_files(cache: Path, names: list[str]) -> dict[str, bytes]:

@@ -25,7 +25,7 @@ import httpx
 import pytest
 
 from jupyter_superfluid.pytest_plugin import TINY_MODELS, free_port
-from tests.hub_server import REPO, hub_files
+from tests.hub_server import hub_files, hub_serving
 from tests.local_hub import LocalHub
 from tests.slow_model import slow_model
 
@@ -120,12 +120,8 @@ BROWSER_FILES = ["lab", "lab-late", "notebook", "notebook-late"]
 @pytest.fixture(scope="session")
 def browser_hub(sf_model_cache: Path) -> Iterator[LocalHub]:
     """A hub on loopback that ``jupyter lab`` downloads from (``HF_ENDPOINT``)."""
-    hub = LocalHub().start()
-    for name, data in hub_files(sf_model_cache, BROWSER_FILES).items():
-        hub.add(REPO, f"{name}.gguf", data)
-    yield hub
-    hub.release()
-    hub.stop()
+    with hub_serving(hub_files(sf_model_cache, BROWSER_FILES)) as hub:
+        yield hub
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from jupyter_superfluid.pytest_plugin import StandaloneServer
-from tests.hub_server import CHATML, REPO, hub_files, serve_with_hub
+from tests.hub_server import CHATML, REPO, hub_files, hub_serving, serve_with_hub
 from tests.local_hub import LocalHub
 
 from .sse import Event, events
@@ -37,13 +37,8 @@ def gguf(sf_model_cache: Path) -> dict[str, bytes]:
 @pytest.fixture(scope="module")
 def hub(gguf: dict[str, bytes]) -> Iterator[LocalHub]:
     """The hub on loopback, with a few files."""
-    hub = LocalHub().start()
-    for name, data in gguf.items():
-        hub.add(REPO, f"{name}.gguf", data)
-    hub.add(REPO, "page.gguf", b"<!DOCTYPE html><p>sign in</p>" * 40)
-    yield hub
-    hub.release()
-    hub.stop()
+    with hub_serving({**gguf, "page": b"<!DOCTYPE html><p>sign in</p>" * 40}) as hub:
+        yield hub
 
 
 @pytest.fixture(scope="module")

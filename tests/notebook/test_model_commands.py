@@ -28,7 +28,7 @@ from jupyter_superfluid.notebook.render import (
 from jupyter_superfluid.notebook.respond import NotebookSession
 from jupyter_superfluid.notebook.result import Reply
 from jupyter_superfluid.pytest_plugin import StandaloneServer
-from tests.hub_server import CHATML, REPO, hub_files, serve_with_hub
+from tests.hub_server import CHATML, REPO, hub_files, hub_serving, serve_with_hub
 from tests.local_hub import LocalHub
 
 
@@ -39,12 +39,8 @@ def files(sf_model_cache: Path) -> dict[str, bytes]:
 
 @pytest.fixture(scope="module")
 def hub(files: dict[str, bytes]) -> Iterator[LocalHub]:
-    hub = LocalHub().start()
-    for name, data in files.items():
-        hub.add(REPO, f"{name}.gguf", data)
-    yield hub
-    hub.release()
-    hub.stop()
+    with hub_serving(files) as hub:
+        yield hub
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import pytest
 from jupyter_client.manager import KernelManager
 
 from jupyter_superfluid.pytest_plugin import StandaloneServer
-from tests.hub_server import CHATML, REPO, hub_files, serve_with_hub
+from tests.hub_server import CHATML, REPO, hub_files, hub_serving, serve_with_hub
 from tests.local_hub import LocalHub
 from tests.widgets.conftest import KernelFront
 
@@ -31,12 +31,8 @@ def files(sf_model_cache: Path) -> dict[str, bytes]:
 
 @pytest.fixture(scope="module")
 def hub(files: dict[str, bytes]) -> Iterator[LocalHub]:
-    hub = LocalHub().start()
-    for name, data in files.items():
-        hub.add(REPO, f"{name}.gguf", data)
-    yield hub
-    hub.release()
-    hub.stop()
+    with hub_serving(files) as hub:
+        yield hub
 
 
 @pytest.fixture(scope="module")
