@@ -67,22 +67,25 @@ def assert_back(server: Any, dead: int) -> None:
     assert not is_running(dead)
 
 
-def test_a_responses_stream_ends_failed_and_nothing_is_stored(sf_start_standalone: Any) -> None:
-    server = sf_start_standalone()
-    pid = engine_pid(server)
-    before = stored_rows(server)
+def signalled_stream(server: Any, pid: int, sig: int) -> list[tuple[str, dict[str, Any]]]:
+    """The events of a long Responses stream whose engine gets ``sig`` at its 8th event."""
     body = {"model": CHATML, "input": "go", "stream": True, "max_output_tokens": 1800}
     events: list[tuple[str, dict[str, Any]]] = []
     with httpx.stream(
-        "POST",
-        server.base_url + "/responses",
-        json={**body, **RUN_TO_CAP},
-        timeout=120,
+        "POST", server.base_url + "/responses", json={**body, **RUN_TO_CAP}, timeout=120
     ) as r:
         for name, data in sse_events(r):
             events.append((name, data))
             if name == "response.output_text.delta" and len(events) == 8:
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, sig)
+    return events
+
+
+def test_a_responses_stream_ends_failed_and_nothing_is_stored(sf_start_standalone: Any) -> None:
+    server = sf_start_standalone()
+    pid = engine_pid(server)
+    before = stored_rows(server)
+    events = signalled_stream(server, pid, signal.SIGKILL)
     names = [name for name, _ in events]
     assert names[0] == "response.created" and names[-2:] == ["error", "response.failed"]
     error, failed = events[-2][1], events[-1][1]
@@ -103,18 +106,7 @@ def test_a_stopped_engine_is_killed_and_its_responses_stream_ends_failed(
     server = sf_start_standalone("--engine-stall-timeout=3")
     pid = engine_pid(server)
     before = stored_rows(server)
-    body = {"model": CHATML, "input": "go", "stream": True, "max_output_tokens": 1800}
-    events: list[tuple[str, dict[str, Any]]] = []
-    with httpx.stream(
-        "POST",
-        server.base_url + "/responses",
-        json={**body, **RUN_TO_CAP},
-        timeout=120,
-    ) as r:
-        for name, data in sse_events(r):
-            events.append((name, data))
-            if name == "response.output_text.delta" and len(events) == 8:
-                os.kill(pid, signal.SIGSTOP)  # alive, but it makes no progress
+    events = signalled_stream(server, pid, signal.SIGSTOP)  # alive, but it makes no progress
     names = [name for name, _ in events]
     assert names[0] == "response.created" and names[-2:] == ["error", "response.failed"]
     error, failed = events[-2][1], events[-1][1]
