@@ -7,8 +7,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from . import config
-from .run import RunOptions, run
+from bench import config
+from bench.run import RunOptions, run
 
 
 def _parser() -> argparse.ArgumentParser:

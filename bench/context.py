@@ -12,12 +12,12 @@ from typing import TypeVar
 
 import httpx
 
-from . import servers
-from .client import new_client
-from .config import BenchConfig
-from .conversation import Tokenizer
-from .servers import Server
-from .turns import warm_up
+from bench import servers
+from bench.client import new_client
+from bench.config import BenchConfig
+from bench.conversation import Tokenizer
+from bench.servers import Server
+from bench.turns import warm_up
 
 T = TypeVar("T")
 

@@ -7,11 +7,10 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from jupyter_superfluid.engine import testmodels
-from jupyter_superfluid.engine.testmodels import EOS_TOKEN, build_cached, vocabulary
-from jupyter_superfluid.engine.tiny_templates import CHATML
-
-from .config import CACHE_DIR, Shape
+from bench.config import CACHE_DIR, Shape
+from jupyter_superfluid.builtin_models import tiny_gguf as testmodels
+from jupyter_superfluid.builtin_models.templates import CHATML
+from jupyter_superfluid.builtin_models.tiny_gguf import EOS_TOKEN, build_cached, vocabulary
 
 MODEL_ID = "bench"
 

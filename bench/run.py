@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import report
-from .config import CACHE_DIR, RESULTS_DIR, BenchConfig
-from .context import Context
-from .conversation import Tokenizer
-from .model import model_path
-from .servers import llama_cpp_server_available
+from bench import report
+from bench.config import CACHE_DIR, RESULTS_DIR, BenchConfig
+from bench.context import Context
+from bench.conversation import Tokenizer
+from bench.model import model_path
+from bench.servers import llama_cpp_server_available
 
 
 @dataclass

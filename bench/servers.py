@@ -22,8 +22,8 @@ from pathlib import Path
 
 import httpx
 
-from .config import BenchConfig
-from .model import MODEL_ID
+from bench.config import BenchConfig
+from bench.model import MODEL_ID
 
 JUPYTER_TOKEN = "bench-token"
 

@@ -21,11 +21,11 @@ from typing import Any
 
 import httpx
 
-from .client import StreamResult, stream_chat, stream_response
-from .conversation import INSTRUCTIONS, Tokenizer
-from .model import MODEL_ID, eos_logit_bias
-from .servers import Server
-from .turns import SHORT
+from bench.client import StreamResult, stream_chat, stream_response
+from bench.conversation import INSTRUCTIONS, Tokenizer
+from bench.model import MODEL_ID, eos_logit_bias
+from bench.servers import Server
+from bench.turns import SHORT
 
 # What a client does next, with its weight.
 MIX = (

@@ -13,10 +13,10 @@ from typing import Any
 
 import httpx
 
-from .client import StreamResult, stream_chat, stream_response
-from .conversation import INSTRUCTIONS, Conversation
-from .model import MODEL_ID, eos_logit_bias
-from .servers import Server
+from bench.client import StreamResult, stream_chat, stream_response
+from bench.conversation import INSTRUCTIONS, Conversation
+from bench.model import MODEL_ID, eos_logit_bias
+from bench.servers import Server
 
 # Cap of a reply that must end normally: one it almost never reaches, so each
 # turn takes one attempt (retries would take up the server's cache slots).

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._version import __version__
+from jupyter_superfluid._version import __version__
 
 __all__ = ["__version__", "async_client", "client", "load_ipython_extension", "pull"]
 
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:
-    from .app import SuperfluidApp
+    from jupyter_superfluid.app import SuperfluidApp
 
     return [{"module": "jupyter_superfluid.app", "app": SuperfluidApp}]
 
@@ -25,21 +25,21 @@ def _jupyter_labextension_paths() -> list[dict[str, str]]:
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext jupyter_superfluid``: register the ``%%respond`` magic."""
-    from .notebook.magics import register
+    from jupyter_superfluid.notebook.magics import register
 
     register(ipython)
 
 
 def client(**kwargs: Any) -> Any:
     """An ``openai.OpenAI`` client configured for this Jupyter server (zero-config)."""
-    from .notebook.client import client as _client
+    from jupyter_superfluid.notebook.client import client as _client
 
     return _client(**kwargs)
 
 
 def async_client(**kwargs: Any) -> Any:
     """An ``openai.AsyncOpenAI`` client configured for this Jupyter server."""
-    from .notebook.client import async_client as _async_client
+    from jupyter_superfluid.notebook.client import async_client as _async_client
 
     return _async_client(**kwargs)
 
@@ -50,6 +50,6 @@ def pull(spec: str, *, load: bool = False, wait: bool = True) -> dict[str, Any]:
     Returns the model's state once its files are here (loaded too, with ``load=True``);
     raises ``PullFailed`` with the reason when the download fails.
     """
-    from .notebook.pull import pull as _pull
+    from jupyter_superfluid.notebook.pull import pull as _pull
 
     return _pull(spec, load=load, wait=wait)

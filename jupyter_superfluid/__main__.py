@@ -1,6 +1,6 @@
 """``python -m jupyter_superfluid serve``."""
 
-from .serve import main
+from jupyter_superfluid.serve import main
 
 if __name__ == "__main__":
     main()

@@ -8,9 +8,9 @@ from typing import Any
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Instance
 
-from .composition import Composition
-from .config import Superfluid
-from .web.base import concrete_handlers
+from jupyter_superfluid.composition import Composition
+from jupyter_superfluid.config import Superfluid
+from jupyter_superfluid.web.base import concrete_handlers
 
 
 class SuperfluidApp(ExtensionApp):

@@ -16,25 +16,25 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import Superfluid
-from .engine.launch import launcher_for
-from .engine.registry import DEFAULT_MODELS, ModelRegistry
-from .generation.service import ChatService
-from .generation.stored_turns import StoredTurns
-from .lmsp import handlers as lmsp_handlers
-from .lmsp.service import Lmsp
-from .models.hub import ModelHub
-from .models.lifecycle import ModelLifecycle
-from .models.served_set import served_specs
-from .models_api import handlers as models_api_handlers
-from .openai_api import handlers as openai_handlers
-from .openai_api import responses_handlers
-from .openai_api.chat_completions import ChatCompletions
-from .openai_api.responses import Responses
-from .sessions import Store
-from .web import openapi
-from .web.auth import KeyRing
-from .web.base import Access, Route
+from jupyter_superfluid.config import Superfluid
+from jupyter_superfluid.engine.launch import launcher_for
+from jupyter_superfluid.generation.service import ChatService
+from jupyter_superfluid.generation.stored_turns import StoredTurns
+from jupyter_superfluid.lmsp import handlers as lmsp_handlers
+from jupyter_superfluid.lmsp.service import Lmsp
+from jupyter_superfluid.models.hub import ModelHub
+from jupyter_superfluid.models.lifecycle import ModelLifecycle
+from jupyter_superfluid.models.registry import DEFAULT_MODELS, ModelRegistry
+from jupyter_superfluid.models.served_set import served_specs
+from jupyter_superfluid.models_api import handlers as models_api_handlers
+from jupyter_superfluid.openai_api import handlers as openai_handlers
+from jupyter_superfluid.openai_api import responses_handlers
+from jupyter_superfluid.openai_api.chat_completions import ChatCompletions
+from jupyter_superfluid.openai_api.responses import Responses
+from jupyter_superfluid.store import Store
+from jupyter_superfluid.web import openapi
+from jupyter_superfluid.web.auth import KeyRing
+from jupyter_superfluid.web.base import Access, Route
 
 log = logging.getLogger("jupyter_superfluid")
 
@@ -65,7 +65,7 @@ class Composition:
         )
         models = ModelHub(_lifecycle(config, store))
         chat = ChatService(models, store, default_max_tokens=config.max_tokens)
-        lifecycle = StoredTurns(chat, store)
+        turns = StoredTurns(chat, store)
         return cls(
             config,
             access,
@@ -73,8 +73,8 @@ class Composition:
             store,
             chat,
             ChatCompletions(chat),
-            Responses(lifecycle),
-            Lmsp.create(lifecycle, store, models, config),
+            Responses(turns),
+            Lmsp.create(turns, store, models, config),
         )
 
     def feature_routes(self) -> list[Route]:

@@ -16,6 +16,17 @@ from traitlets import Bool, Enum, Float, Int, List, Unicode, default
 from traitlets.config import LoggingConfigurable
 
 
+def cache_root() -> Path:
+    """Where built things are cached (``$SUPERFLUID_CACHE``, else ``~/.cache/jupyter_superfluid``).
+
+    llama.cpp's sources, the ``llama-server`` build and the tests' built models live here.
+    """
+    if os.environ.get("SUPERFLUID_CACHE"):
+        return Path(os.environ["SUPERFLUID_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "jupyter_superfluid"
+
+
 def _data_dir(*parts: str) -> str:
     return str(Path(jupyter_data_dir(), "superfluid", *parts))
 

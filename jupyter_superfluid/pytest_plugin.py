@@ -1,8 +1,9 @@
 """Pytest fixtures for testing against jupyter_superfluid (prefix ``sf_``).
 
-Shipped with the package (``pytest11`` entry point) so that extensions and
-notebooks built on superfluid can test against a real server with the tiny
-built-in models:
+Shipped with the package so that extensions and notebooks built on superfluid can
+test against a real server with the tiny built-in models. It is loaded where asked:
+``pytest_plugins = ["jupyter_superfluid.pytest_plugin"]`` in a conftest, or
+``-p jupyter_superfluid.pytest_plugin``.
 
 - ``sf_model_cache``: a session-wide directory holding the built tiny models.
 - ``sf_jupyter_config``: a pytest-jupyter ``jp_server_config`` enabling the
@@ -70,7 +71,7 @@ class StandaloneServer:
 @pytest.fixture(scope="session")
 def sf_model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory with the built-in tiny models, built once per test session."""
-    from jupyter_superfluid.engine.testmodels import ensure_builtin
+    from jupyter_superfluid.builtin_models.tiny_gguf import ensure_builtin
 
     cache = Path(
         os.environ.get("SUPERFLUID_TEST_MODEL_CACHE") or tmp_path_factory.mktemp("sf-models")

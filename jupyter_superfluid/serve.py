@@ -20,10 +20,10 @@ from tornado import web
 from tornado.httpserver import HTTPServer
 from traitlets import Instance
 
-from ._version import __version__
-from .composition import Composition
-from .config import CLI_ALIASES, Superfluid
-from .web.base import concrete_handlers
+from jupyter_superfluid._version import __version__
+from jupyter_superfluid.composition import Composition
+from jupyter_superfluid.config import CLI_ALIASES, Superfluid
+from jupyter_superfluid.web.base import concrete_handlers
 
 
 def is_loopback(host: str) -> bool:
@@ -127,7 +127,7 @@ class BuildLlamaServerApp(JupyterApp):
 
     def start(self) -> None:
         """Build (showing cmake's output) unless cached, then print where the binary is."""
-        from .engine.remote.build import ensure_llama_server, llama_server_path
+        from jupyter_superfluid.engine.remote.build import ensure_llama_server, llama_server_path
 
         target = llama_server_path()
         if not target.exists():

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from .errors import InvalidRequest
+from jupyter_superfluid.errors import InvalidRequest
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -6,12 +6,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..client import StreamResult
-from ..context import Context
-from ..conversation import Conversation
-from ..servers import Server
-from ..stats import ratio, summary
-from ..turns import sf_whole
+from bench.client import StreamResult
+from bench.context import Context
+from bench.conversation import Conversation
+from bench.servers import Server
+from bench.stats import ratio, summary
+from bench.turns import sf_whole
 
 SMALL_N = 10  # below this many samples the spread shown is min-max, else p10-p90
 

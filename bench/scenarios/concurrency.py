@@ -13,13 +13,13 @@ import asyncio
 import time
 from typing import Any
 
-from ..client import StreamResult
-from ..context import Context
-from ..conversation import Conversation
-from ..servers import Server
-from ..stats import summary
-from ..turns import chat_whole
-from .common import Section, times
+from bench.client import StreamResult
+from bench.context import Context
+from bench.conversation import Conversation
+from bench.scenarios.common import Section, times
+from bench.servers import Server
+from bench.stats import summary
+from bench.turns import chat_whole
 
 PROMPT_TOKENS = 24
 

@@ -15,13 +15,13 @@ from typing import Any
 
 import httpx
 
-from ..client import StreamResult
-from ..context import Context
-from ..conversation import Conversation
-from ..model import MODEL_ID
-from ..servers import Server
-from ..turns import chat_whole, sf_build_turn, sf_continue
-from .common import Section, cold_turn, ratio_of, spread, times, ttft_summary
+from bench.client import StreamResult
+from bench.context import Context
+from bench.conversation import Conversation
+from bench.model import MODEL_ID
+from bench.scenarios.common import Section, cold_turn, ratio_of, spread, times, ttft_summary
+from bench.servers import Server
+from bench.turns import chat_whole, sf_build_turn, sf_continue
 
 REPLY_ALLOWANCE = 50
 KIB = 1024

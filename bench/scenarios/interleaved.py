@@ -17,12 +17,12 @@ from typing import Any
 
 import httpx
 
-from ..client import StreamResult
-from ..context import Context
-from ..conversation import Conversation
-from ..servers import Server
-from ..turns import BUILD_OUTPUT_TOKENS, SHORT, chat_build_turn, sf_build_turn, sf_continue
-from .common import Section, median_of, ratio_of, spread, times, ttft_summary
+from bench.client import StreamResult
+from bench.context import Context
+from bench.conversation import Conversation
+from bench.scenarios.common import Section, median_of, ratio_of, spread, times, ttft_summary
+from bench.servers import Server
+from bench.turns import BUILD_OUTPUT_TOKENS, SHORT, chat_build_turn, sf_build_turn, sf_continue
 
 REPLY_ALLOWANCE = 50
 NO_PARKING = ("--cache-ram=0", "--cache-disk=0")

@@ -17,12 +17,12 @@ from typing import Any
 
 import httpx
 
-from ..context import Context
-from ..conversation import Conversation
-from ..servers import Server, start_jupyter
-from ..stats import latency_summary
-from ..turns import sf_whole, warm_up
-from .common import Section, times
+from bench.context import Context
+from bench.conversation import Conversation
+from bench.scenarios.common import Section, times
+from bench.servers import Server, start_jupyter
+from bench.stats import latency_summary
+from bench.turns import sf_whole, warm_up
 
 PAUSE_S = 0.005  # between status requests
 

@@ -17,12 +17,13 @@ from typing import Any
 
 import httpx
 
-from .. import servers
-from ..client import StreamResult
-from ..context import Context
-from ..conversation import Conversation
-from ..servers import Server
-from ..turns import (
+from bench import servers
+from bench.client import StreamResult
+from bench.context import Context
+from bench.conversation import Conversation
+from bench.scenarios.common import Section, median_of, ratio_of, spread, times, ttft_summary
+from bench.servers import Server
+from bench.turns import (
     BUILD_OUTPUT_TOKENS,
     SHORT,
     chat_build_turn,
@@ -31,7 +32,6 @@ from ..turns import (
     sf_continue,
     warm_up,
 )
-from .common import Section, median_of, ratio_of, spread, times, ttft_summary
 
 REPLY_ALLOWANCE = 50
 TTFT_OVERHEAD_TARGET = 1.10

@@ -17,13 +17,21 @@ from typing import Any
 
 import httpx
 
-from ..client import StreamResult
-from ..context import Context
-from ..conversation import Conversation
-from ..model import MODEL_ID
-from ..servers import Server
-from ..turns import sf_build_turn, sf_continue
-from .common import Section, cold_turn, median_of, ratio_of, spread, times, ttft_summary
+from bench.client import StreamResult
+from bench.context import Context
+from bench.conversation import Conversation
+from bench.model import MODEL_ID
+from bench.scenarios.common import (
+    Section,
+    cold_turn,
+    median_of,
+    ratio_of,
+    spread,
+    times,
+    ttft_summary,
+)
+from bench.servers import Server
+from bench.turns import sf_build_turn, sf_continue
 
 REPLY_ALLOWANCE = 40
 TARGET = 0.2  # restarted warm TTFT / cold TTFT at the longest history

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..context import Context
-from ..soak_load import SoakConfig, SoakResult, soak
-from .common import Section, times
+from bench.context import Context
+from bench.scenarios.common import Section, times
+from bench.soak_load import SoakConfig, SoakResult, soak
 
 NO_PARKING = ("--cache-ram=0", "--cache-disk=0")
 # One llama.cpp thread: on a small machine the load's own processes take the other

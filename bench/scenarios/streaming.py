@@ -23,16 +23,15 @@ from typing import Any
 
 import llama_cpp
 
+from bench.context import Context
+from bench.conversation import INSTRUCTIONS, Conversation
+from bench.model import eos_id
+from bench.scenarios.common import Section, times
+from bench.stats import summary
+from bench.turns import chat_whole, sf_whole
 from jupyter_superfluid.engine.base import Engine, GenerateRequest, SamplingParams, TokenGenerated
 from jupyter_superfluid.engine.local.llama import LlamaEngine
 from jupyter_superfluid.engine.process.client import ProcessEngine
-
-from ..context import Context
-from ..conversation import INSTRUCTIONS, Conversation
-from ..model import eos_id
-from ..stats import summary
-from ..turns import chat_whole, sf_whole
-from .common import Section, times
 
 PROMPT_TOKENS = 32
 

@@ -24,12 +24,20 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from ..client import StreamResult
-from ..context import Context
-from ..conversation import Conversation, nonce
-from ..servers import Server
-from ..turns import chat_whole, sf_build_turn, sf_continue
-from .common import Section, cold_turn, median_of, ratio_of, spread, times, ttft_summary
+from bench.client import StreamResult
+from bench.context import Context
+from bench.conversation import Conversation, nonce
+from bench.scenarios.common import (
+    Section,
+    cold_turn,
+    median_of,
+    ratio_of,
+    spread,
+    times,
+    ttft_summary,
+)
+from bench.servers import Server
+from bench.turns import chat_whole, sf_build_turn, sf_continue
 
 REPLY_ALLOWANCE = 40  # tokens a building turn's reply and template add, about
 NO_PARKING = ("--cache-ram=0", "--cache-disk=0")

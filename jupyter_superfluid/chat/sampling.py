@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..engine.base import SamplingParams
-from ..errors import InvalidRequest
-from .codec import ChatCodec
-from .types import ChatRequest, ChatSampling, ToolSpec
+from jupyter_superfluid.chat.codec import ChatCodec
+from jupyter_superfluid.chat.types import ChatRequest, ChatSampling, ToolSpec
+from jupyter_superfluid.engine.base import SamplingParams
+from jupyter_superfluid.errors import InvalidRequest
 
 DEFAULT_TEMPERATURE = 0.8
 DEFAULT_TOP_P = 0.95

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .types import ChatEvent, ItemDone, OutputItem, TextDelta
+from jupyter_superfluid.chat.types import ChatEvent, ItemDone, OutputItem, TextDelta
 
 
 class StopFilter:

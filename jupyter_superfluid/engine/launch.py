@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from .base import Engine
+from jupyter_superfluid.engine.base import Engine
 
 Launcher = Callable[..., Engine | Awaitable[Engine]]
 
@@ -32,14 +32,16 @@ async def launch(launcher: Launcher, model_id: str, path: Path, **options: Any) 
 
 def launch_in_thread(model_id: str, path: Path, **options: Any) -> Engine:
     """Load ``LlamaEngine`` in this process (blocking; the worker is a thread of this process)."""
-    from .local.llama import LlamaEngine  # llama_cpp loads only when a model does
+    from jupyter_superfluid.engine.local.llama import (
+        LlamaEngine,  # llama_cpp loads only when a model does
+    )
 
     return LlamaEngine.load(model_id, path, **options)
 
 
 async def launch_in_process(model_id: str, path: Path, **options: Any) -> Engine:
     """Start a supervised engine process that loads the model; its client once loaded."""
-    from .process.client import ProcessEngine
+    from jupyter_superfluid.engine.process.client import ProcessEngine
 
     return await ProcessEngine.start(model_id, path, **options)
 

@@ -6,10 +6,10 @@ import asyncio
 from dataclasses import replace
 from typing import Any
 
-from ..chat.types import ChatMessage
-from ..sessions import ResponseRecord, Store
-from .items import messages_of
-from .prompting import Continuation
+from jupyter_superfluid.chat.types import ChatMessage
+from jupyter_superfluid.generation.items import messages_from_json
+from jupyter_superfluid.generation.prompting import Continuation
+from jupyter_superfluid.store import ResponseRecord, Store
 
 
 async def load_continuation(
@@ -22,7 +22,9 @@ async def load_continuation(
     chain = await asyncio.to_thread(store.response_chain, response_id, owner)
     messages: tuple[ChatMessage, ...] = ()
     for record in chain:
-        messages += messages_of(record.input_items) + messages_of(_callable(record.output_items))
+        messages += messages_from_json(record.input_items) + messages_from_json(
+            _callable(record.output_items)
+        )
     # Stored media are this request's through previous_response_id (for error messages).
     messages = tuple(
         replace(m, media=tuple(replace(x, param="previous_response_id") for x in m.media))

@@ -15,11 +15,17 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from ..chat.types import ChatMessage, MediaInput, OutputFormat, ToolCall, ToolChoice, ToolSpec
-from ..errors import APIError, InvalidRequest, UnsupportedParameter
-from ..validation import check_schema, invalid, parse
-from .media import MEDIA_MARKER, audio_part, image_url_part
-from .wire import (
+from jupyter_superfluid.chat.types import (
+    ChatMessage,
+    MediaInput,
+    OutputFormat,
+    ToolCall,
+    ToolChoice,
+    ToolSpec,
+)
+from jupyter_superfluid.errors import APIError, InvalidRequest, UnsupportedParameter
+from jupyter_superfluid.generation.media import MEDIA_MARKER, audio_part, image_url_part
+from jupyter_superfluid.generation.wire import (
     STORED_ITEMS,
     AudioPart,
     FunctionCallItem,
@@ -33,6 +39,7 @@ from .wire import (
     RefusalPart,
     TextPart,
 )
+from jupyter_superfluid.validation import check_schema, invalid, parse
 
 ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
 
@@ -121,7 +128,7 @@ class _Turns:
             self.add(ChatMessage("assistant", "", tool_calls=(call,)))
 
 
-def to_messages(items: Sequence[Any], param: str = "input") -> tuple[ChatMessage, ...]:
+def messages_from_items(items: Sequence[Any], param: str = "input") -> tuple[ChatMessage, ...]:
     """Neutral messages for validated input (or output) items."""
     turns = _Turns()
     for i, item in enumerate(items):
@@ -144,13 +151,13 @@ def to_messages(items: Sequence[Any], param: str = "input") -> tuple[ChatMessage
     return tuple(turns.messages)
 
 
-def messages_of(items: Sequence[Any], param: str = "input") -> tuple[ChatMessage, ...]:
+def messages_from_json(items: Sequence[Any], param: str = "input") -> tuple[ChatMessage, ...]:
     """Neutral messages of items already checked as JSON (a protocol's, or stored ones)."""
     try:
         typed = STORED_ITEMS.validate_python(list(items))
     except ValidationError as err:
         raise invalid(err, list(items), param) from err
-    return to_messages(typed, param)
+    return messages_from_items(typed, param)
 
 
 def to_tools(raw: Sequence[Any]) -> tuple[ToolSpec, ...]:

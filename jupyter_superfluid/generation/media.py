@@ -17,10 +17,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
-from ..chat.types import ChatMessage, MediaInput, MediaKind
-from ..engine.base import MEDIA_MARKER, Engine, MediaError, MediaRef, ModelInfo
-from ..engine.sniff import sniff_media
-from ..errors import InvalidRequest
+from jupyter_superfluid.chat.types import ChatMessage, MediaInput, MediaKind
+from jupyter_superfluid.engine.base import MEDIA_MARKER, Engine, MediaError, MediaRef, ModelInfo
+from jupyter_superfluid.errors import InvalidRequest
+from jupyter_superfluid.media_sniff import sniff_media
 
 __all__ = ["MEDIA_MARKER", "audio_part", "check_kinds", "gather", "image_url_part", "tokenize"]
 

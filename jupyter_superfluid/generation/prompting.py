@@ -15,11 +15,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..chat.codec import ChatCodec
-from ..chat.environment import TemplateRefusal
-from ..chat.types import ChatMessage, ToolSpec
-from ..engine.base import MediaRef
-from .media import describe, gather
+from jupyter_superfluid.chat.codec import ChatCodec
+from jupyter_superfluid.chat.environment import TemplateRefusal
+from jupyter_superfluid.chat.types import ChatMessage, ToolSpec
+from jupyter_superfluid.engine.base import MediaRef
+from jupyter_superfluid.generation.media import describe, gather
 
 _PROBE = "\u2063superfluid-probe\u2063"
 

@@ -16,11 +16,11 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from ..chat.codec import ChatCodec
-from ..chat.environment import TemplateRefusal
-from ..chat.sampling import grammar_for, sampling_for
-from ..chat.stops import StopFilter
-from ..chat.types import (
+from jupyter_superfluid.chat.codec import ChatCodec
+from jupyter_superfluid.chat.environment import TemplateRefusal
+from jupyter_superfluid.chat.sampling import grammar_for, sampling_for
+from jupyter_superfluid.chat.stops import StopFilter
+from jupyter_superfluid.chat.types import (
     ChatEvent,
     ChatMessage,
     ChatRequest,
@@ -32,7 +32,7 @@ from ..chat.types import (
     ToolSpec,
     Usage,
 )
-from ..engine.base import (
+from jupyter_superfluid.engine.base import (
     ContextOverflowError,
     Engine,
     EngineError,
@@ -42,11 +42,30 @@ from ..engine.base import (
     PromptEvaluated,
     TokenGenerated,
 )
-from ..errors import ContextLengthExceeded, EngineUnavailable, InvalidRequest, generation_error
-from ..models.hub import ModelHub
-from ..sessions import Event, IdempotentResult, NewResponse, NewSession, Store, new_id
-from . import media as media_input
-from .prompting import Continuation, Prompt, PromptBuilder, PromptEvent, head_key, message_item
+from jupyter_superfluid.errors import (
+    ContextLengthExceeded,
+    EngineUnavailable,
+    InvalidRequest,
+    generation_error,
+)
+from jupyter_superfluid.generation import media as media_input
+from jupyter_superfluid.generation.prompting import (
+    Continuation,
+    Prompt,
+    PromptBuilder,
+    PromptEvent,
+    head_key,
+    message_item,
+)
+from jupyter_superfluid.models.hub import ModelHub
+from jupyter_superfluid.store import (
+    Event,
+    IdempotentResult,
+    NewResponse,
+    NewSession,
+    Store,
+    new_id,
+)
 
 log = logging.getLogger(__name__)
 

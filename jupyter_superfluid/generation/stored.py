@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..chat.types import OutputItem, Usage
-from ..sessions import ResponseRecord
+from jupyter_superfluid.chat.types import OutputItem, Usage
+from jupyter_superfluid.store import ResponseRecord
 
 _ID_PREFIX = {"reasoning": "rs", "message": "msg", "function_call": "fc"}
 BODY_SCHEMA = 2  # stored bodies in the neutral form below; older ones are protocol bodies

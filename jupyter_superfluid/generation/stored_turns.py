@@ -1,4 +1,4 @@
-"""One stored-turn lifecycle for the protocols that store responses (Responses and LMSP).
+"""Stored turns, one way for the protocols that store responses (Responses and LMSP).
 
 ``StoredTurns`` continues a stored conversation (``continuation``), prepares a
 turn with its response id (``prepare``), runs it through a protocol's encoder
@@ -15,7 +15,7 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, replace
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
-from ..chat.types import (
+from jupyter_superfluid.chat.types import (
     ChatEvent,
     ChatRequest,
     Finished,
@@ -23,8 +23,13 @@ from ..chat.types import (
     OutputItem,
     PromptProcessed,
 )
-from ..errors import InvalidRequest, NotFound, generation_error
-from ..sessions import (
+from jupyter_superfluid.errors import InvalidRequest, NotFound, generation_error
+from jupyter_superfluid.generation.continuation import load_continuation
+from jupyter_superfluid.generation.items import preview, with_ids
+from jupyter_superfluid.generation.prompting import Continuation
+from jupyter_superfluid.generation.service import ChatService, Turn
+from jupyter_superfluid.generation.stored import StoredResponse, output_item, stored_response
+from jupyter_superfluid.store import (
     IdempotentResult,
     NewResponse,
     ResponseNotFound,
@@ -33,11 +38,6 @@ from ..sessions import (
     Store,
     new_id,
 )
-from .continuation import load_continuation
-from .items import preview, with_ids
-from .prompting import Continuation
-from .service import ChatService, Turn
-from .stored import StoredResponse, output_item, stored_response
 
 E = TypeVar("E")
 

@@ -10,9 +10,9 @@ conversations and tasks are the service's own.
 
 from __future__ import annotations
 
-from ..chat.codec import ChatCodec
-from ..errors import UnsupportedCapability
-from .protocol import LmspCreateRequest, SuperfluidExtension
+from jupyter_superfluid.chat.codec import ChatCodec
+from jupyter_superfluid.errors import UnsupportedCapability
+from jupyter_superfluid.lmsp.protocol import LmspCreateRequest, SuperfluidExtension
 
 NAMES = ("text", "streaming", "tools", "structured_output", "conversations", "reasoning", "tasks")
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._version import __version__
-from ..config import Superfluid
-from ..errors import NotFound
-from ..models.hub import ModelHub
-from ..models.states import ModelState
-from . import capabilities
-from .protocol import EXTENSION, SUPPORTED_VERSIONS
+from jupyter_superfluid._version import __version__
+from jupyter_superfluid.config import Superfluid
+from jupyter_superfluid.errors import NotFound
+from jupyter_superfluid.lmsp import capabilities
+from jupyter_superfluid.lmsp.protocol import EXTENSION, SUPPORTED_VERSIONS
+from jupyter_superfluid.models.hub import ModelHub
+from jupyter_superfluid.models.states import ModelState
 
 
 class Discovery:

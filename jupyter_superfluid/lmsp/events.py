@@ -1,6 +1,6 @@
 """Pure serializers: neutral chat events → LMSP output items and stream events (6.3).
 
-``LmspEncoder`` knows nothing of HTTP or storage: the stored-turn lifecycle
+``LmspEncoder`` knows nothing of HTTP or storage: stored turns
 hands it each neutral event and it returns the LMSP events that event implies,
 each ``(id, name, data)`` with ``data`` carrying ``response_id`` and exactly the
 fields of the spec's table; ids are integers from 1, strictly increasing. It
@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..chat.types import ChatEvent, ItemDone, ItemStarted, TextDelta, Usage
-from ..errors import APIError, generation_error
-from ..generation.stored import StoredResponse, call_id, item_id, output_item
-from .problems import problem
+from jupyter_superfluid.chat.types import ChatEvent, ItemDone, ItemStarted, TextDelta, Usage
+from jupyter_superfluid.errors import APIError, generation_error
+from jupyter_superfluid.generation.stored import StoredResponse, call_id, item_id, output_item
+from jupyter_superfluid.lmsp.problems import problem
 
 Stamped = tuple[int | None, str, dict[str, Any]]  # (SSE id, event name, data)
 FINAL_EVENTS = frozenset(

@@ -13,17 +13,23 @@ import re
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
-from ..errors import APIError, InvalidRequest, NotFound
-from ..web.base import Access, ProtocolHandler, Route
-from ..web.sse import SSE
-from .discovery import Discovery
-from .events import Stamped
-from .idempotency import KEY_HEADER, REPLAYED_HEADER, Claim, Idempotency, Replay
-from .problems import CONTENT_TYPE, problem
-from .protocol import VERSION, LmspCreateRequest, check_version
-from .responses import LmspResponses
-from .service import Lmsp
-from .tasks import TaskRunner, task_object
+from jupyter_superfluid.errors import APIError, InvalidRequest, NotFound
+from jupyter_superfluid.lmsp.discovery import Discovery
+from jupyter_superfluid.lmsp.events import Stamped
+from jupyter_superfluid.lmsp.idempotency import (
+    KEY_HEADER,
+    REPLAYED_HEADER,
+    Claim,
+    Idempotency,
+    Replay,
+)
+from jupyter_superfluid.lmsp.problems import CONTENT_TYPE, problem
+from jupyter_superfluid.lmsp.protocol import VERSION, LmspCreateRequest, check_version
+from jupyter_superfluid.lmsp.responses import LmspResponses
+from jupyter_superfluid.lmsp.service import Lmsp
+from jupyter_superfluid.lmsp.tasks import TaskRunner, task_object
+from jupyter_superfluid.web.base import Access, ProtocolHandler, Route
+from jupyter_superfluid.web.sse import SSE
 
 log = logging.getLogger(__name__)
 

@@ -19,10 +19,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InvalidRequest
-from ..sessions import IdempotentResult, Store
-from ..web.auth import Principal
-from .problems import IdempotencyInProgress, IdempotencyKeyReused
+from jupyter_superfluid.errors import InvalidRequest
+from jupyter_superfluid.lmsp.problems import IdempotencyInProgress, IdempotencyKeyReused
+from jupyter_superfluid.store import IdempotentResult, Store
+from jupyter_superfluid.web.auth import Principal
 
 KEY_HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"

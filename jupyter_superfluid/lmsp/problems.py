@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import APIError
-from ..web.base import HTTP_TITLES
+from jupyter_superfluid.errors import APIError
+from jupyter_superfluid.web.base import HTTP_TITLES
 
 CONTENT_TYPE = "application/problem+json"
 

@@ -12,9 +12,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
-from ..errors import InvalidRequest, UnsupportedCapability
-from ..validation import parse
-from .problems import UnsupportedExtension, UnsupportedVersion
+from jupyter_superfluid.errors import InvalidRequest, UnsupportedCapability
+from jupyter_superfluid.lmsp.problems import UnsupportedExtension, UnsupportedVersion
+from jupyter_superfluid.validation import parse
 
 VERSION = "1.0"
 EXTENSION = "superfluid"  # the name of this service's own request extension

@@ -1,8 +1,8 @@
-"""``/lmsp/v1/responses``: LMSP responses over the one chat path and the stored-turn lifecycle.
+"""``/lmsp/v1/responses``: LMSP responses over the one chat path and stored turns.
 
 ``LmspResponses.prepare`` validates a request, checks the model's capabilities
 and renders the prompt (continuing a stored conversation of either protocol);
-``stream`` runs it as numbered LMSP events through the lifecycle, which commits
+``stream`` runs it as numbered LMSP events through the stored turns, which commits
 the turn (and the stored response, and an Idempotency-Key's result) before the
 final event is seen; ``create`` runs it to the end for a synchronous answer.
 """
@@ -13,25 +13,25 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
-from ..chat.types import ChatRequest, ChatSampling, OutputFormat
-from ..generation.items import messages_of, to_tool_choice, to_tools
-from ..generation.service import ensure_messages
-from ..generation.stored_turns import PreparedTurn, StoredTurns
-from ..generation.wire import FunctionChoice, FunctionTool
-from ..models.hub import ModelHub
-from ..sessions import IdempotentResult
-from ..validation import check_schema, parse
-from ..web.auth import Principal
-from . import capabilities
-from .events import LmspEncoder, Stamped, response_object
-from .idempotency import Claim
-from .protocol import (
+from jupyter_superfluid.chat.types import ChatRequest, ChatSampling, OutputFormat
+from jupyter_superfluid.generation.items import messages_from_json, to_tool_choice, to_tools
+from jupyter_superfluid.generation.service import ensure_messages
+from jupyter_superfluid.generation.stored_turns import PreparedTurn, StoredTurns
+from jupyter_superfluid.generation.wire import FunctionChoice, FunctionTool
+from jupyter_superfluid.lmsp import capabilities
+from jupyter_superfluid.lmsp.events import LmspEncoder, Stamped, response_object
+from jupyter_superfluid.lmsp.idempotency import Claim
+from jupyter_superfluid.lmsp.protocol import (
     LmspCreateRequest,
     SuperfluidExtension,
     input_items,
     parse_request,
     superfluid_extension,
 )
+from jupyter_superfluid.models.hub import ModelHub
+from jupyter_superfluid.store import IdempotentResult
+from jupyter_superfluid.validation import check_schema, parse
+from jupyter_superfluid.web.auth import Principal
 
 
 @dataclass
@@ -57,8 +57,8 @@ class LmspTurn:
 class LmspResponses:
     """Create, stream and retrieve LMSP responses."""
 
-    def __init__(self, lifecycle: StoredTurns, models: ModelHub) -> None:
-        self.lifecycle = lifecycle
+    def __init__(self, turns: StoredTurns, models: ModelHub) -> None:
+        self.turns = turns
         self.models = models
 
     async def prepare(
@@ -71,7 +71,7 @@ class LmspResponses:
         caps = capabilities.model_capabilities(model.codec)
         capabilities.check(req.model, caps, req, ext, task=task)
         items = input_items(req)
-        messages = messages_of(items)
+        messages = messages_from_json(items)
         ensure_messages(messages, param="input")
         tools = to_tools(
             [
@@ -81,7 +81,7 @@ class LmspResponses:
         )
         choice = req.tool_choice
         raw_choice = choice if isinstance(choice, str) else FunctionChoice(**choice.model_dump())
-        cont, _ = await self.lifecycle.continuation(req.previous_response_id, principal.owner)
+        cont, _ = await self.turns.continuation(req.previous_response_id, principal.owner)
         chat_request = ChatRequest(
             model=req.model,
             messages=messages,
@@ -91,7 +91,7 @@ class LmspResponses:
             sampling=_sampling(req, ext),
             reasoning_effort=ext.reasoning_effort,
         )
-        prepared = await self.lifecycle.prepare(
+        prepared = await self.turns.prepare(
             chat_request,
             cont,
             owner=principal.owner,
@@ -109,7 +109,7 @@ class LmspResponses:
         self, lt: LmspTurn, claim: Claim | None = None
     ) -> AsyncGenerator[list[Stamped], None]:
         """Run ``lt``: batches of LMSP events numbered from 1, the final one after the commit."""
-        run = self.lifecycle.run(lt.prepared, lt.encoder, _replay(lt, claim))
+        run = self.turns.run(lt.prepared, lt.encoder, _replay(lt, claim))
         try:
             async for batch in run:
                 _settle(lt, claim)
@@ -119,13 +119,13 @@ class LmspResponses:
 
     async def create(self, lt: LmspTurn, claim: Claim | None = None) -> dict[str, Any]:
         """Run ``lt`` to the end; the response object, or a problem if generation failed."""
-        resp = await self.lifecycle.complete(lt.prepared, lt.encoder, _replay(lt, claim))
+        resp = await self.turns.complete(lt.prepared, lt.encoder, _replay(lt, claim))
         _settle(lt, claim)
         return response_object(resp)
 
     async def retrieve(self, response_id: str, principal: Principal) -> dict[str, Any]:
         """``GET /lmsp/v1/responses/{id}``: a stored response of either protocol, or 404."""
-        return response_object(await self.lifecycle.retrieve(response_id, principal.owner))
+        return response_object(await self.turns.retrieve(response_id, principal.owner))
 
 
 def _replay(lt: LmspTurn, claim: Claim | None) -> Any:

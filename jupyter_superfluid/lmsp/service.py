@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import Superfluid
-from ..generation.stored_turns import StoredTurns
-from ..models.hub import ModelHub
-from ..sessions import Store
-from .discovery import Discovery
-from .idempotency import Idempotency
-from .responses import LmspResponses
-from .tasks import TaskRunner
+from jupyter_superfluid.config import Superfluid
+from jupyter_superfluid.generation.stored_turns import StoredTurns
+from jupyter_superfluid.lmsp.discovery import Discovery
+from jupyter_superfluid.lmsp.idempotency import Idempotency
+from jupyter_superfluid.lmsp.responses import LmspResponses
+from jupyter_superfluid.lmsp.tasks import TaskRunner
+from jupyter_superfluid.models.hub import ModelHub
+from jupyter_superfluid.store import Store
 
 
 @dataclass
@@ -24,11 +24,9 @@ class Lmsp:
     discovery: Discovery
 
     @classmethod
-    def create(
-        cls, lifecycle: StoredTurns, store: Store, models: ModelHub, config: Superfluid
-    ) -> Lmsp:
-        """Build the LMSP services on the shared stored-turn lifecycle and store."""
-        responses = LmspResponses(lifecycle, models)
+    def create(cls, turns: StoredTurns, store: Store, models: ModelHub, config: Superfluid) -> Lmsp:
+        """Build the LMSP services on the shared stored turns and store."""
+        responses = LmspResponses(turns, models)
         return cls(
             responses,
             TaskRunner(responses, store),

@@ -18,8 +18,11 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from ..errors import APIError
-from ..sessions import (
+from jupyter_superfluid.errors import APIError
+from jupyter_superfluid.lmsp.events import FINAL_EVENTS
+from jupyter_superfluid.lmsp.problems import EventHistoryExpiredError, TaskNotFoundError, problem
+from jupyter_superfluid.lmsp.responses import LmspResponses, LmspTurn
+from jupyter_superfluid.store import (
     RESTART_PROBLEM,
     EventHistoryExpired,
     IdempotentResult,
@@ -28,10 +31,7 @@ from ..sessions import (
     TaskRecord,
     new_id,
 )
-from ..web.auth import Principal
-from .events import FINAL_EVENTS
-from .problems import EventHistoryExpiredError, TaskNotFoundError, problem
-from .responses import LmspResponses, LmspTurn
+from jupyter_superfluid.web.auth import Principal
 
 log = logging.getLogger(__name__)
 

@@ -16,17 +16,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..chat.codec import ChatCodec
-from ..engine.registry import ModelNotFoundError
-from ..errors import APIError, EngineUnavailable, ModelLoading, ModelNotFound, ModelUnavailable
-from .lifecycle import (
+from jupyter_superfluid.chat.codec import ChatCodec
+from jupyter_superfluid.errors import (
+    APIError,
+    EngineUnavailable,
+    ModelLoading,
+    ModelNotFound,
+    ModelUnavailable,
+)
+from jupyter_superfluid.models.lifecycle import (
     FALLBACK_TEMPLATE,
     LoadedModel,
     ModelFailed,
     ModelLifecycle,
     ModelNotReady,
 )
-from .states import ModelState
+from jupyter_superfluid.models.registry import ModelNotFoundError
+from jupyter_superfluid.models.states import ModelState
 
 __all__ = ["LoadedModel", "ModelHub", "PeekedModel"]
 ON_DISK = ("available", "loading", "loaded", "unloaded")

@@ -28,21 +28,33 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..chat.codec import ChatCodec
-from ..engine.base import Engine, EngineError, EngineUnavailableError
-from ..engine.downloads import DownloadCancelled, DownloadError, DownloadProgress, HubDownload
-from ..engine.hub_cache import partial_bytes
-from ..engine.registry import (
+from jupyter_superfluid.chat.codec import ChatCodec
+from jupyter_superfluid.engine.base import Engine, EngineError, EngineUnavailableError
+from jupyter_superfluid.models import served_set
+from jupyter_superfluid.models.downloads import (
+    DownloadCancelled,
+    DownloadError,
+    DownloadProgress,
+    HubDownload,
+)
+from jupyter_superfluid.models.hub_cache import partial_bytes
+from jupyter_superfluid.models.registry import (
     ModelRegistry,
     ModelSpec,
     ModelUnavailableError,
     parse_spec,
     unavailable,
 )
-from ..sessions import Store
-from . import served_set
-from .served_set import initial_state, missing_files, same_model
-from .states import EventLog, EventType, ModelState, Origin, Progress, State
+from jupyter_superfluid.models.served_set import initial_state, missing_files, same_model
+from jupyter_superfluid.models.states import (
+    EventLog,
+    EventType,
+    ModelState,
+    Origin,
+    Progress,
+    State,
+)
+from jupyter_superfluid.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ..engine.hub_cache import HubFile, cached_file, delete_cached, partial_bytes
-from ..engine.registry import ModelSpec, hub_files, parse_spec
-from ..sessions import ServedModelRecord
-from .states import ModelState, Origin, Progress
+from jupyter_superfluid.models.hub_cache import HubFile, cached_file, delete_cached, partial_bytes
+from jupyter_superfluid.models.registry import ModelSpec, hub_files, parse_spec
+from jupyter_superfluid.models.states import ModelState, Origin, Progress
+from jupyter_superfluid.store import ServedModelRecord
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..engine.downloads import size_text
+from jupyter_superfluid.models.downloads import size_text
 
 State = Literal[
     "not_downloaded", "downloading", "available", "loading", "loaded", "failed", "unloaded"

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from ..models.lifecycle import ModelLifecycle
-from ..models.states import ModelEvent, ModelState
-from ..web.sse import SSE
+from jupyter_superfluid.models.lifecycle import ModelLifecycle
+from jupyter_superfluid.models.states import ModelEvent, ModelState
+from jupyter_superfluid.web.sse import SSE
 
 KEEPALIVE_S = 15.0
 

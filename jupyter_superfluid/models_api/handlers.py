@@ -11,14 +11,19 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from ..engine.registry import ModelNotFoundError
-from ..errors import Conflict, InvalidRequest, NotFound
-from ..models.hub import ModelHub
-from ..models.lifecycle import ModelConflict, ModelLifecycle
-from ..validation import parse
-from ..web.base import Access, ProtocolHandler, Route
-from .events import follow, model_object, snapshot
-from .protocol import MAX_EVENT_ID, AddModelRequest, EventsQuery, RemoveQuery
+from jupyter_superfluid.errors import Conflict, InvalidRequest, NotFound
+from jupyter_superfluid.models.hub import ModelHub
+from jupyter_superfluid.models.lifecycle import ModelConflict, ModelLifecycle
+from jupyter_superfluid.models.registry import ModelNotFoundError
+from jupyter_superfluid.models_api.events import follow, model_object, snapshot
+from jupyter_superfluid.models_api.protocol import (
+    MAX_EVENT_ID,
+    AddModelRequest,
+    EventsQuery,
+    RemoveQuery,
+)
+from jupyter_superfluid.validation import parse
+from jupyter_superfluid.web.base import Access, ProtocolHandler, Route
 
 PREFIX = "/superfluid/v1/models"
 READ = {"GET": "models:read"}

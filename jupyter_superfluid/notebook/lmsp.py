@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .transport import Cancelled, EventSink, RoundFailed
+from jupyter_superfluid.notebook.transport import Cancelled, EventSink, RoundFailed
 
 LMSP_VERSION = "1.0"
 FINAL = ("response.completed", "response.incomplete", "response.failed", "response.cancelled")

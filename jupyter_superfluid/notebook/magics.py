@@ -19,13 +19,13 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from . import model_commands
-from .client import ServerNotFound, find_server
-from .readable import readable
-from .render import choose_renderer
-from .respond import CellRequest, NotebookSession, Schema, Settings
-from .result import Reply, response_id_of
-from .tools import Tool, function_tool
+from jupyter_superfluid.notebook import model_commands
+from jupyter_superfluid.notebook.client import ServerNotFound, find_server
+from jupyter_superfluid.notebook.readable import readable
+from jupyter_superfluid.notebook.render import choose_renderer
+from jupyter_superfluid.notebook.respond import CellRequest, NotebookSession, Schema, Settings
+from jupyter_superfluid.notebook.result import Reply, response_id_of
+from jupyter_superfluid.notebook.tools import Tool, function_tool
 
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 CELL_ONLY = ("schema", "tools", "tool_choice", "out")
@@ -152,7 +152,7 @@ class RespondMagics(Magics):
 
     def _models(self, args: Any) -> Any:
         """``%respond models|pull|load|unload|rm``."""
-        from .models import ModelsError
+        from jupyter_superfluid.notebook.models import ModelsError
 
         try:
             return model_commands.run(args.command, args.target, args, self.session, self.shell)
@@ -357,10 +357,10 @@ def last_reply(ipython: Any) -> Reply | None:
 def _use_widgets() -> None:
     """Stream into a ``ResponseView`` when the front-end can show it (else plain output)."""
     try:
-        from .widgets import widget_renderer
+        from jupyter_superfluid.notebook.widgets import widget_renderer
     except ImportError:  # ipywidgets missing: the built-in renderers remain
         return
-    from .render import register_renderer
+    from jupyter_superfluid.notebook.render import register_renderer
 
     register_renderer(widget_renderer)
 
@@ -369,7 +369,7 @@ def show_tree(magics: RespondMagics) -> Any:
     """``%respond tree``: display the ConversationTree of the notebook's conversation."""
     from IPython.display import display
 
-    from .widgets import ConversationTree
+    from jupyter_superfluid.notebook.widgets import ConversationTree
 
     session = magics.session
 

@@ -16,11 +16,11 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from .client import ENV_MODEL
-from .model_progress import progress_line
-from .models import ModelsClient, ModelsError
-from .pull import PullFailed, load, pull, show_models
-from .respond import NotebookSession, Settings
+from jupyter_superfluid.notebook.client import ENV_MODEL
+from jupyter_superfluid.notebook.model_progress import progress_line
+from jupyter_superfluid.notebook.models import ModelsClient, ModelsError
+from jupyter_superfluid.notebook.pull import PullFailed, load, pull, show_models
+from jupyter_superfluid.notebook.respond import NotebookSession, Settings
 
 COMMANDS = ("models", "pull", "load", "unload", "rm")
 

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 from urllib.parse import quote
 
-from .client import Endpoint, find_server
-from .lmsp import sse_events
+from jupyter_superfluid.notebook.client import Endpoint, find_server
+from jupyter_superfluid.notebook.lmsp import sse_events
 
 State = dict[str, Any]
 BUSY = ("downloading", "loading")

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .model_progress import TextProgress, progress_line
-from .models import ModelsClient, State, settled, wait_for
+from jupyter_superfluid.notebook.model_progress import TextProgress, progress_line
+from jupyter_superfluid.notebook.models import ModelsClient, State, settled, wait_for
 
 
 class PullFailed(RuntimeError):
@@ -22,7 +22,7 @@ class PullFailed(RuntimeError):
 
 def _widgets(shell: Any) -> bool:
     try:
-        from .widgets import frontend_available
+        from jupyter_superfluid.notebook.widgets import frontend_available
     except ImportError:
         return False
     return frontend_available(shell)
@@ -76,7 +76,7 @@ def watch(
     if _widgets(shell):
         from IPython.display import display
 
-        from .widgets import ModelsView
+        from jupyter_superfluid.notebook.widgets import ModelsView
 
         view = ModelsView(only=[model_id], client=client, on_default=on_default)
         display(view)
@@ -100,7 +100,7 @@ def show_models(
     if _widgets(shell):
         from IPython.display import display
 
-        from .widgets import ModelsView
+        from jupyter_superfluid.notebook.widgets import ModelsView
 
         view = ModelsView(default_model=default_model, on_default=on_default)
         display(view)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .client import ServerNotFound, find_server, forget_server
-from .respond import RespondFailure
+from jupyter_superfluid.notebook.client import ServerNotFound, find_server, forget_server
+from jupyter_superfluid.notebook.respond import RespondFailure
 
 
 def readable(exc: BaseException) -> str | None:
@@ -13,8 +13,8 @@ def readable(exc: BaseException) -> str | None:
     import httpx
     import openai
 
-    from .lmsp import LmspError
-    from .transport import RoundFailed
+    from jupyter_superfluid.notebook.lmsp import LmspError
+    from jupyter_superfluid.notebook.transport import RoundFailed
 
     if isinstance(exc, ServerNotFound | RespondFailure | LmspError):
         return str(exc)

@@ -28,8 +28,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .model_progress import TextProgress, progress_line
-from .result import Reply
+from jupyter_superfluid.notebook.model_progress import TextProgress, progress_line
+from jupyter_superfluid.notebook.result import Reply
 
 UPDATE_INTERVAL = 0.08  # seconds between live display updates: smooth, not chatty
 WAITING_EVENT = "superfluid.model_waiting"

@@ -18,12 +18,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from .client import ENV_MODEL, Endpoint, client, find_server
-from .lmsp import run_lmsp
-from .render import WAITING_EVENT, RenderMeta, StreamRenderer
-from .result import Reply, ToolResult
-from .tools import Tool, call_tool
-from .transport import run_openai
+from jupyter_superfluid.notebook.client import ENV_MODEL, Endpoint, client, find_server
+from jupyter_superfluid.notebook.lmsp import run_lmsp
+from jupyter_superfluid.notebook.render import WAITING_EVENT, RenderMeta, StreamRenderer
+from jupyter_superfluid.notebook.result import Reply, ToolResult
+from jupyter_superfluid.notebook.tools import Tool, call_tool
+from jupyter_superfluid.notebook.transport import run_openai
 
 DEFAULT_MAX_ROUNDS = 4
 MAX_WAITS = 20  # 503 model_loading answers one cell waits through
@@ -252,7 +252,7 @@ class NotebookSession:
 
     def _wait_for_model(self, ep: Endpoint, model: str, renderer: StreamRenderer) -> None:
         """Show the model's download or load until it settles; RespondFailure if it fails."""
-        from .models import ModelsError, wait_until_ready
+        from jupyter_superfluid.notebook.models import ModelsError, wait_until_ready
 
         def show(state: Mapping[str, Any]) -> None:
             renderer.on_event({"type": WAITING_EVENT, "model": dict(state)})
@@ -267,7 +267,7 @@ def model_loading(exc: BaseException) -> bool:
     """Whether a request was answered 503 ``model_loading`` (the model is not ready yet)."""
     import openai
 
-    from .lmsp import LmspError
+    from jupyter_superfluid.notebook.lmsp import LmspError
 
     if isinstance(exc, LmspError):
         return exc.status == 503 and exc.code == "model_loading"

@@ -8,7 +8,7 @@ import time
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from ..chat.types import (
+from jupyter_superfluid.chat.types import (
     ChatMessage,
     ChatRequest,
     ChatSampling,
@@ -22,12 +22,10 @@ from ..chat.types import (
     ToolChoice,
     ToolSpec,
 )
-from ..errors import APIError, InvalidRequest, generation_error
-from ..generation.media import MEDIA_MARKER, audio_part, image_url_part
-from ..generation.service import ChatService, Turn, TurnResult
-from ..validation import check_schema
-from ..web.sse import SSE
-from .protocol import (
+from jupyter_superfluid.errors import APIError, InvalidRequest, generation_error
+from jupyter_superfluid.generation.media import MEDIA_MARKER, audio_part, image_url_part
+from jupyter_superfluid.generation.service import ChatService, Turn, TurnResult
+from jupyter_superfluid.openai_api.protocol import (
     ChatAudioPart,
     ChatCompletionRequest,
     ChatImagePart,
@@ -37,6 +35,8 @@ from .protocol import (
     ResponseFormatJsonSchema,
     parse,
 )
+from jupyter_superfluid.validation import check_schema
+from jupyter_superfluid.web.sse import SSE
 
 ROLES = {
     "system": "system",

@@ -1,9 +1,9 @@
 """Pure serializers: neutral chat events → Responses stream events.
 
 ``ResponsesEncoder`` knows nothing of HTTP or storage: the stored-turn
-lifecycle hands it each neutral event and it returns the OpenAI stream events
+``StoredTurns`` hands it each neutral event and it returns the OpenAI stream events
 that event implies, numbered with ``sequence_number`` from 0. Items finish in
-the one Responses shape the store keeps (``lifecycle.output_item``), so a
+the one Responses shape the store keeps (``stored.output_item``), so a
 streamed item equals the stored one.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..chat.types import ChatEvent, ItemDone, ItemStarted, TextDelta
-from ..generation.stored import StoredResponse, call_id, item_id, output_item
-from .stored import response_body
+from jupyter_superfluid.chat.types import ChatEvent, ItemDone, ItemStarted, TextDelta
+from jupyter_superfluid.generation.stored import StoredResponse, call_id, item_id, output_item
+from jupyter_superfluid.openai_api.stored import response_body
 
 Event = dict[str, Any]
 

@@ -6,11 +6,11 @@ from typing import ClassVar
 
 from pydantic import BaseModel
 
-from ..models.hub import ModelHub
-from ..web.base import Access, ProtocolHandler, Route
-from .chat_completions import ChatCompletions, stream_error
-from .models import model_list, model_object
-from .protocol import ChatCompletionRequest
+from jupyter_superfluid.models.hub import ModelHub
+from jupyter_superfluid.openai_api.chat_completions import ChatCompletions, stream_error
+from jupyter_superfluid.openai_api.models import model_list, model_object
+from jupyter_superfluid.openai_api.protocol import ChatCompletionRequest
+from jupyter_superfluid.web.base import Access, ProtocolHandler, Route
 
 
 class OpenAIHandler(ProtocolHandler):

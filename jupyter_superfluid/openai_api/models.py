@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import NotFound
-from ..models.hub import ModelHub
+from jupyter_superfluid.errors import NotFound
+from jupyter_superfluid.models.hub import ModelHub
 
 
 def model_object(models: ModelHub, model_id: str) -> dict[str, Any]:

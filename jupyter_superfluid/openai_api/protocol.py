@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, Strict
 
-from ..generation.wire import (
+from jupyter_superfluid.generation.wire import (
     NAME,
     AudioData,
     InputItems,
@@ -20,7 +20,7 @@ from ..generation.wire import (
     Tools,
     Wire,
 )
-from ..validation import parse
+from jupyter_superfluid.validation import parse
 
 __all__ = ["parse"]
 

@@ -1,8 +1,8 @@
-"""``/v1/responses``: the Responses API over the one chat path and the stored-turn lifecycle.
+"""``/v1/responses``: the Responses API over the one chat path and stored turns.
 
 ``Responses.prepare`` validates a request and renders it (continuing a stored
 conversation forked warm or rebuilt); ``create`` and ``stream`` run it through
-the lifecycle, which stores the response before the client sees it complete.
+``StoredTurns``, which stores the response before the client sees it complete.
 """
 
 from __future__ import annotations
@@ -10,23 +10,23 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
-from ..chat.types import ChatRequest, ChatSampling
-from ..errors import APIError, InvalidRequest, UnsupportedParameter
-from ..generation.items import (
+from jupyter_superfluid.chat.types import ChatRequest, ChatSampling
+from jupyter_superfluid.errors import APIError, InvalidRequest, UnsupportedParameter
+from jupyter_superfluid.generation.items import (
     dump_items,
+    messages_from_items,
     normalize_input,
-    to_messages,
     to_output_format,
     to_tool_choice,
     to_tools,
 )
-from ..generation.stored_turns import PreparedTurn, SilentEncoder, StoredTurns
-from ..generation.wire import FunctionTool
-from ..web.auth import Principal
-from ..web.sse import SSE
-from .events import ResponsesEncoder
-from .protocol import ListQuery, ResponseCreateRequest, parse
-from .stored import response_body
+from jupyter_superfluid.generation.stored_turns import PreparedTurn, SilentEncoder, StoredTurns
+from jupyter_superfluid.generation.wire import FunctionTool
+from jupyter_superfluid.openai_api.events import ResponsesEncoder
+from jupyter_superfluid.openai_api.protocol import ListQuery, ResponseCreateRequest, parse
+from jupyter_superfluid.openai_api.stored import response_body
+from jupyter_superfluid.web.auth import Principal
+from jupyter_superfluid.web.sse import SSE
 
 ErrorEvents = Callable[[APIError], list[SSE]]
 ECHOED = (
@@ -44,8 +44,8 @@ ECHOED = (
 class Responses:
     """Create, stream, retrieve, list and delete stored responses."""
 
-    def __init__(self, lifecycle: StoredTurns) -> None:
-        self.lifecycle = lifecycle
+    def __init__(self, turns: StoredTurns) -> None:
+        self.turns = turns
 
     # -- create ---------------------------------------------------------------
 
@@ -56,14 +56,14 @@ class Responses:
         req = parse(ResponseCreateRequest, body)
         _refuse_unsupported(req)
         items = normalize_input(req.input)
-        messages = to_messages(items)
+        messages = messages_from_items(items)
         if not messages:
             raise InvalidRequest("input must not be empty", param="input")
         tools = to_tools(req.tools)
         fmt = req.text.format if req.text is not None else None
         if not req.previous_response_id and not req.model:
             raise InvalidRequest("model is required", param="model")
-        cont, prev = await self.lifecycle.continuation(req.previous_response_id, principal.owner)
+        cont, prev = await self.turns.continuation(req.previous_response_id, principal.owner)
         model = req.model or (prev.model if prev is not None else "")
         chat_request = ChatRequest(
             model=model,
@@ -81,7 +81,7 @@ class Responses:
             reasoning_effort=req.reasoning.effort if req.reasoning else None,
             instructions=req.instructions,
         )
-        return req, await self.lifecycle.prepare(
+        return req, await self.turns.prepare(
             chat_request,
             cont,
             owner=principal.owner,
@@ -94,7 +94,7 @@ class Responses:
 
     async def create(self, pt: PreparedTurn) -> dict[str, Any]:
         """Run to the end; the stored response object."""
-        return response_body(await self.lifecycle.complete(pt, SilentEncoder()))
+        return response_body(await self.turns.complete(pt, SilentEncoder()))
 
     def stream(self, pt: PreparedTurn) -> tuple[AsyncIterator[list[SSE]], ErrorEvents]:
         """Batches of events numbered from 0, the final one after the response is stored;
@@ -102,7 +102,7 @@ class Responses:
         encoder = ResponsesEncoder(pt.id)
 
         async def batches() -> AsyncGenerator[list[SSE], None]:
-            run = self.lifecycle.run(pt, encoder)
+            run = self.turns.run(pt, encoder)
             try:
                 async for batch in run:
                     yield [SSE.json(e, event=e["type"]) for e in batch]
@@ -119,15 +119,15 @@ class Responses:
 
     async def retrieve(self, response_id: str, principal: Principal) -> dict[str, Any]:
         """``GET /v1/responses/{id}``."""
-        return response_body(await self.lifecycle.retrieve(response_id, principal.owner))
+        return response_body(await self.turns.retrieve(response_id, principal.owner))
 
     async def check_exists(self, response_id: str, principal: Principal) -> None:
         """404 unless ``response_id`` is a stored response ``principal`` sees."""
-        await self.lifecycle.record(response_id, principal.owner)
+        await self.turns.record(response_id, principal.owner)
 
     async def delete(self, response_id: str, principal: Principal) -> dict[str, Any]:
         """``DELETE /v1/responses/{id}``: remove the record, purge its session."""
-        await self.lifecycle.delete(response_id, principal.owner)
+        await self.turns.delete(response_id, principal.owner)
         return {"id": response_id, "object": "response", "deleted": True}
 
     async def input_items(
@@ -135,7 +135,7 @@ class Responses:
     ) -> dict[str, Any]:
         """``GET /v1/responses/{id}/input_items``, paginated."""
         q = parse(ListQuery, query)
-        items = list((await self.lifecycle.record(response_id, principal.owner)).input_items)
+        items = list((await self.turns.record(response_id, principal.owner)).input_items)
         if q.order == "desc":
             items.reverse()
         if q.after is not None:
@@ -155,7 +155,7 @@ class Responses:
     async def listing(self, principal: Principal, query: dict[str, Any]) -> dict[str, Any]:
         """``GET /v1/responses``: stored responses newest first, for trees and history."""
         q = parse(ListQuery, query)
-        records, has_more = await self.lifecycle.listing(
+        records, has_more = await self.turns.listing(
             principal.owner, limit=q.limit, after=q.after, order=q.order
         )
         data = [

@@ -6,11 +6,11 @@ from typing import ClassVar
 
 from pydantic import BaseModel
 
-from ..errors import UnsupportedParameter
-from ..web.base import Access, Route
-from .handlers import OpenAIHandler
-from .protocol import ResponseCreateRequest
-from .responses import Responses
+from jupyter_superfluid.errors import UnsupportedParameter
+from jupyter_superfluid.openai_api.handlers import OpenAIHandler
+from jupyter_superfluid.openai_api.protocol import ResponseCreateRequest
+from jupyter_superfluid.openai_api.responses import Responses
+from jupyter_superfluid.web.base import Access, Route
 
 
 class StoredResponsesHandler(OpenAIHandler):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..generation.stored import StoredResponse
+from jupyter_superfluid.generation.stored import StoredResponse
 
 # Echoed request parameters and their values when a request did not set them.
 ECHO_DEFAULTS: dict[str, Any] = {

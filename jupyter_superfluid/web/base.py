@@ -20,11 +20,11 @@ from typing import Any, ClassVar
 
 from tornado import web
 
-from ..errors import APIError, Forbidden, InvalidRequest, Unauthorized
-from ..validation import json_document
-from . import sse
-from .auth import KeyRing, Principal
-from .sse import SSE
+from jupyter_superfluid.errors import APIError, Forbidden, InvalidRequest, Unauthorized
+from jupyter_superfluid.validation import json_document
+from jupyter_superfluid.web import sse
+from jupyter_superfluid.web.auth import KeyRing, Principal
+from jupyter_superfluid.web.sse import SSE
 
 HTTP_TITLES = {
     400: "Bad Request",

@@ -14,8 +14,8 @@ from typing import Any
 from pydantic import BaseModel
 from tornado.web import RequestHandler
 
-from .._version import __version__
-from .base import Access, ProtocolHandler, Route
+from jupyter_superfluid._version import __version__
+from jupyter_superfluid.web.base import Access, ProtocolHandler, Route
 
 METHODS = ("get", "post", "delete")
 ERROR = {"description": "An error, in the protocol's own shape (OpenAI error or RFC 9457)."}

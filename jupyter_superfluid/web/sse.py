@@ -21,7 +21,7 @@ from typing import Any
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from ..errors import APIError
+from jupyter_superfluid.errors import APIError
 
 log = logging.getLogger(__name__)
 

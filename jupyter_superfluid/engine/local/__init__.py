@@ -1,7 +1,8 @@
 """The llama.cpp engine itself: what runs where the model is loaded.
 
 ``llama`` (``LlamaEngine``: the Engine seam over llama-cpp-python's low-level API),
-``worker`` (the continuous-batching step loop), ``cache`` (the prefix cache and parked
-KV states), ``sampling`` (per-request sampler chains), ``media`` (mtmd projectors) and
-``native`` (thin ctypes helpers). Only this folder imports ``llama_cpp``.
+``worker`` (the continuous-batching step loop), ``kv`` (the prefix cache and the KV
+tiers: resident, host memory, disk), ``sampling`` (per-request sampler chains),
+``media`` (mtmd projectors) and ``native`` (thin ctypes helpers). Only this folder
+imports ``llama_cpp``.
 """

@@ -12,11 +12,11 @@ Why it looks like this:
   batching). The event loop never waits on llama.cpp: ``generate()`` returns an
   async iterator fed from the worker through ``loop.call_soon_threadsafe`` into
   an ``asyncio.Queue``; tokenizing is fast and runs inline.
-- The KV cells each sequence holds are tracked as token ids (``cache.py``), so
+- The KV cells each sequence holds are tracked as token ids (``kv/prefix_cache.py``), so
   a prompt that continues or branches any recent conversation reuses its
   longest cached prefix, and ``PromptEvaluated.cached_tokens`` is measured.
 - Idle conversations are parked in host memory while others run, so the
-  unified cache's attention covers only what is running (``cache.py``).
+  unified cache's attention covers only what is running (``kv/prefix_cache.py``).
 - Closing the iterator sets a flag the worker checks every step, so a
   disconnected client costs at most one more token; the slot's KV stays cached.
 """
@@ -36,7 +36,7 @@ from typing import Any
 
 import llama_cpp.llama_cpp as L
 
-from ..base import (
+from jupyter_superfluid.engine.base import (
     MEDIA_MARKER,
     ContextOverflowError,
     EngineError,
@@ -48,9 +48,9 @@ from ..base import (
     ModelInfo,
     ModelLoadError,
 )
-from .kvdisk import DiskTier
-from .media import MediaPiece, MediaProjector, MediaStore
-from .native import (
+from jupyter_superfluid.engine.local.kv.disk_tier import DiskTier
+from jupyter_superfluid.engine.local.media import MediaPiece, MediaProjector, MediaStore
+from jupyter_superfluid.engine.local.native import (
     Vocab,
     create_context,
     default_threads,
@@ -58,8 +58,8 @@ from .native import (
     meta_string,
     metadata_digest,
 )
-from .sampling import TextDecoder, build_sampler
-from .worker import Sequence, Worker
+from jupyter_superfluid.engine.local.sampling import TextDecoder, build_sampler
+from jupyter_superfluid.engine.local.worker import Sequence, Worker
 
 log = logging.getLogger(__name__)
 
@@ -125,13 +125,13 @@ class LlamaEngine:
         ``context_size`` is each conversation's window (capped at the model's
         training context); ``kv_tokens`` the KV cells all slots share (default
         two windows); ``park_mib`` the host memory for idle conversations'
-        KV state (``cache.py``; 0: evict instead); ``flash_attention`` trades
+        KV state (``kv/prefix_cache.py``; 0: evict instead); ``flash_attention`` trades
         exactness for memory (see ``native.create_context``); ``mmproj`` a
         multimodal projector GGUF for image/audio input (``media.py``);
         ``after_step`` runs on the worker thread after every step (an engine
         process sends each step's events in one message from there), and
         ``on_counters`` (any thread) when ``stats()`` changed between steps;
-        ``kv_dir`` the directory of the disk tier (``kvdisk.py``; None: no
+        ``kv_dir`` the directory of the disk tier (``kv/disk_tier.py``; None: no
         disk tier), bounded by ``disk_mib``.
         """
         started = time.monotonic()

@@ -32,7 +32,7 @@ import llama_cpp.llama_cpp as L
 import llama_cpp.mtmd_cpp as M
 import numpy as np
 
-from ..base import (
+from jupyter_superfluid.engine.base import (
     EngineError,
     MediaError,
     MediaRef,
@@ -40,8 +40,8 @@ from ..base import (
     ModelLoadError,
     media_placeholder_id,
 )
-from ..sniff import MediaKind, sniff_media
-from . import native
+from jupyter_superfluid.engine.local import native
+from jupyter_superfluid.media_sniff import MediaKind, sniff_media
 
 __all__ = [
     "MediaKind",

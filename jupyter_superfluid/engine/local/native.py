@@ -19,7 +19,7 @@ from typing import Any
 
 import llama_cpp.llama_cpp as L
 
-from ..base import ModelLoadError
+from jupyter_superfluid.engine.base import ModelLoadError
 
 log = logging.getLogger(__name__)
 

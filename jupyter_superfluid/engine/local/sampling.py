@@ -13,8 +13,8 @@ from typing import Any
 
 import llama_cpp.llama_cpp as L
 
-from ..base import EngineError, SamplingParams
-from .native import Vocab, log_errors_since, log_mark
+from jupyter_superfluid.engine.base import EngineError, SamplingParams
+from jupyter_superfluid.engine.local.native import Vocab, log_errors_since, log_mark
 
 
 class Sampler:

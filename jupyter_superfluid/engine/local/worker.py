@@ -24,7 +24,7 @@ from typing import Any
 
 import llama_cpp.llama_cpp as L
 
-from ..base import (
+from jupyter_superfluid.engine.base import (
     EngineError,
     EngineEvent,
     FinishReason,
@@ -32,12 +32,12 @@ from ..base import (
     PromptEvaluated,
     TokenGenerated,
 )
-from .cache import PrefixCache, Slot
-from .kvdisk import DiskTier
-from .kvmemory import LlamaMemory, Staged
-from .native import Vocab
-from .prefix_index import block_hashes
-from .sampling import Sampler, TextDecoder
+from jupyter_superfluid.engine.local.kv.disk_tier import DiskTier
+from jupyter_superfluid.engine.local.kv.prefix_cache import PrefixCache, Slot
+from jupyter_superfluid.engine.local.kv.prefix_index import block_hashes
+from jupyter_superfluid.engine.local.kv.state import LlamaMemory, Staged
+from jupyter_superfluid.engine.local.native import Vocab
+from jupyter_superfluid.engine.local.sampling import Sampler, TextDecoder
 
 log = logging.getLogger(__name__)
 

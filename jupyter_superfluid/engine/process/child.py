@@ -30,10 +30,10 @@ import threading
 import time
 from typing import Any
 
-from ..base import EngineEvent, GenerationFinished
-from ..local.llama import LlamaEngine
-from ..local.worker import Sequence
-from . import wire
+from jupyter_superfluid.engine.base import EngineEvent, GenerationFinished
+from jupyter_superfluid.engine.local.llama import LlamaEngine
+from jupyter_superfluid.engine.local.worker import Sequence
+from jupyter_superfluid.engine.process import wire
 
 log = logging.getLogger("jupyter_superfluid.engine.process")
 

@@ -23,7 +23,7 @@ from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..base import (
+from jupyter_superfluid.engine.base import (
     EngineError,
     EngineEvent,
     EngineUnavailableError,
@@ -32,10 +32,10 @@ from ..base import (
     MediaTokens,
     ModelInfo,
 )
-from . import wire
-from .spawn import ChannelLost
-from .supervisor import RESTART_WAIT_S, Supervisor
-from .watchdog import STALL_TIMEOUT_S, Watch
+from jupyter_superfluid.engine.process import wire
+from jupyter_superfluid.engine.process.spawn import ChannelLost
+from jupyter_superfluid.engine.process.supervisor import RESTART_WAIT_S, Supervisor
+from jupyter_superfluid.engine.process.watchdog import STALL_TIMEOUT_S, Watch
 
 
 class ProcessEngine:

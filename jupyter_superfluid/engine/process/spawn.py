@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..base import (
+from jupyter_superfluid.engine.base import (
     EngineError,
     EngineEvent,
     GenerateRequest,
@@ -38,9 +38,9 @@ from ..base import (
     ModelInfo,
     ModelLoadError,
 )
-from . import wire
-from .exits import exit_status, quoted_lines
-from .watchdog import DEFAULT_WATCH, Sample, Watch, Watchdog
+from jupyter_superfluid.engine.process import wire
+from jupyter_superfluid.engine.process.exits import exit_status, quoted_lines
+from jupyter_superfluid.engine.process.watchdog import DEFAULT_WATCH, Sample, Watch, Watchdog
 
 log = logging.getLogger("jupyter_superfluid.engine.process")
 

@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..base import EngineError, EngineUnavailableError, ModelInfo
-from .spawn import EngineProcess
-from .watchdog import DEFAULT_WATCH, Watch
+from jupyter_superfluid.engine.base import EngineError, EngineUnavailableError, ModelInfo
+from jupyter_superfluid.engine.process.spawn import EngineProcess
+from jupyter_superfluid.engine.process.watchdog import DEFAULT_WATCH, Watch
 
 log = logging.getLogger("jupyter_superfluid.engine.process")
 

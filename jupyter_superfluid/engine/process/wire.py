@@ -30,7 +30,7 @@ from array import array
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..base import (
+from jupyter_superfluid.engine.base import (
     ContextOverflowError,
     EngineError,
     EngineEvent,

@@ -22,7 +22,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
-from ..llama_sources import cache_root, llama_cpp_python_version, llama_cpp_tree
+from jupyter_superfluid.engine.remote.llama_sources import (
+    cache_root,
+    llama_cpp_python_version,
+    llama_cpp_tree,
+)
 
 CMAKE_OPTIONS = (
     "-DCMAKE_BUILD_TYPE=Release",
@@ -41,6 +45,11 @@ def llama_server_path(version: str | None = None, cache: Path | None = None) -> 
     """Where the ``llama-server`` of llama-cpp-python ``version`` is (or will be) cached."""
     version = version or llama_cpp_python_version()
     return (cache or cache_root()) / f"llama-server-{version}" / "llama-server"
+
+
+def llama_server_built(version: str | None = None, cache: Path | None = None) -> bool:
+    """Whether the ``llama-server`` of ``version`` is built and cached already."""
+    return _usable(llama_server_path(version, cache))
 
 
 def ensure_llama_server(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ..base import (
+from jupyter_superfluid.engine.base import (
     EngineEvent,
     GenerateRequest,
     GenerationFinished,

@@ -35,7 +35,7 @@ from typing import Any
 
 import httpx
 
-from ..base import (
+from jupyter_superfluid.engine.base import (
     ContextOverflowError,
     EngineError,
     EngineEvent,
@@ -45,7 +45,7 @@ from ..base import (
     MediaError,
     ModelInfo,
 )
-from .llama_completion import CompletionRelay, completion_body
+from jupyter_superfluid.engine.remote.llama_completion import CompletionRelay, completion_body
 
 log = logging.getLogger(__name__)
 

@@ -10,10 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._frontend import ENV_WIDGETS, MODULE_NAME, MODULE_VERSION, frontend_available
-from .models_view import ModelsView
-from .response_view import ResponseView, StopRequested
-from .tree import ConversationTree
+from jupyter_superfluid.notebook.widgets._frontend import (
+    ENV_WIDGETS,
+    MODULE_NAME,
+    MODULE_VERSION,
+    frontend_available,
+)
+from jupyter_superfluid.notebook.widgets.models_view import ModelsView
+from jupyter_superfluid.notebook.widgets.response_view import ResponseView, StopRequested
+from jupyter_superfluid.notebook.widgets.tree import ConversationTree
 
 __all__ = [
     "ENV_WIDGETS",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..._version import __version__
+from jupyter_superfluid._version import __version__
 
 MODULE_NAME = "jupyter-superfluid"
 MODULE_VERSION = __version__

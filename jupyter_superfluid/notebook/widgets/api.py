@@ -12,8 +12,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..client import Endpoint
-from .state import item_from_output, usage_from
+from jupyter_superfluid.notebook.client import Endpoint
+from jupyter_superfluid.notebook.widgets.state import item_from_output, usage_from
 
 LISTING_FIELDS = ("id", "created_at", "model", "status", "previous_response_id", "cached_tokens")
 PAGE = 100

@@ -21,8 +21,8 @@ from typing import Any
 import ipywidgets as widgets
 from traitlets import Bool, Dict, List, Unicode
 
-from ..models import ModelsClient, ModelsError, State
-from ._frontend import MODULE_NAME, MODULE_VERSION
+from jupyter_superfluid.notebook.models import ModelsClient, ModelsError, State
+from jupyter_superfluid.notebook.widgets._frontend import MODULE_NAME, MODULE_VERSION
 
 ACTIONS = ("load", "unload", "remove")
 

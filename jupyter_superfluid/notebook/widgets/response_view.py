@@ -24,8 +24,8 @@ from typing import Any
 import ipywidgets as widgets
 from traitlets import Dict, Enum, List, Unicode
 
-from ._frontend import MODULE_NAME, MODULE_VERSION
-from .state import ResponseState
+from jupyter_superfluid.notebook.widgets._frontend import MODULE_NAME, MODULE_VERSION
+from jupyter_superfluid.notebook.widgets.state import ResponseState
 
 STATUSES = ("idle", "in_progress", "completed", "incomplete", "failed", "cancelled")
 

@@ -21,14 +21,14 @@ from typing import Any
 import ipywidgets as widgets
 from traitlets import Bool, Dict, Instance, List, Unicode
 
-from ..client import endpoint
-from ..readable import readable
-from ..render import RenderMeta
-from ..result import Reply
-from ..transport import Cancelled, run_openai
-from ._frontend import MODULE_NAME, MODULE_VERSION
-from .api import Api, conversation, node_detail
-from .response_view import ResponseView
+from jupyter_superfluid.notebook.client import endpoint
+from jupyter_superfluid.notebook.readable import readable
+from jupyter_superfluid.notebook.render import RenderMeta
+from jupyter_superfluid.notebook.result import Reply
+from jupyter_superfluid.notebook.transport import Cancelled, run_openai
+from jupyter_superfluid.notebook.widgets._frontend import MODULE_NAME, MODULE_VERSION
+from jupyter_superfluid.notebook.widgets.api import Api, conversation, node_detail
+from jupyter_superfluid.notebook.widgets.response_view import ResponseView
 
 CurrentHook = Callable[[str | None, Reply | None], None]
 

@@ -17,13 +17,7 @@ import tempfile
 from importlib.metadata import version as installed_version
 from pathlib import Path
 
-
-def cache_root() -> Path:
-    """``$SUPERFLUID_CACHE`` or ``$XDG_CACHE_HOME/jupyter_superfluid`` (``~/.cache/…``)."""
-    if os.environ.get("SUPERFLUID_CACHE"):
-        return Path(os.environ["SUPERFLUID_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "jupyter_superfluid"
+from jupyter_superfluid.config import cache_root
 
 
 def llama_cpp_python_version() -> str:

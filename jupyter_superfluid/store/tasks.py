@@ -22,10 +22,10 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .db import Database, dump_json, load_json
-from .idempotency import IdempotentResult, finish_in
-from .keys import new_id
-from .records import (
+from jupyter_superfluid.store.db import Database, dump_json, load_json
+from jupyter_superfluid.store.idempotency import IdempotentResult, finish_in
+from jupyter_superfluid.store.keys import new_id
+from jupyter_superfluid.store.records import (
     FINAL_TASK_STATUSES,
     EventHistoryExpired,
     TaskEvent,

@@ -9,8 +9,8 @@ the shared prefix is copied into a free or least-recently-used idle slot with
 another sequence id), so the source branch stays warm for its own
 continuation.
 
-Warm state has three tiers: the resident cells, host memory (``parked.py``)
-and disk (``kvdisk.py``). In a unified cache every token's attention runs over
+Warm state has three tiers: the resident cells, host memory (``memory_tier.py``)
+and disk (``disk_tier.py``). In a unified cache every token's attention runs over
 every used cell, so KV held for conversations that are not running slows every
 stream that is (measured: 326 -> 66 tok/s with 8k idle cells); when other work
 is admitted, idle slots are moved out. Only what can be continued is kept: a
@@ -35,9 +35,14 @@ import itertools
 import time
 from dataclasses import dataclass, field
 
-from .kvmemory import KVMemory, KVState, Staged, StateStore
-from .parked import KVCosts, ParkedStates
-from .prefix_index import BLOCK, PrefixCounter, block_hashes, common_prefix
+from jupyter_superfluid.engine.local.kv.memory_tier import KVCosts, ParkedStates
+from jupyter_superfluid.engine.local.kv.prefix_index import (
+    BLOCK,
+    PrefixCounter,
+    block_hashes,
+    common_prefix,
+)
+from jupyter_superfluid.engine.local.kv.state import KVMemory, KVState, Staged, StateStore
 
 # Idle slots holding at most this many cells of their own stay resident: their
 # attention cost is small, and parking them would copy their whole history.

@@ -15,8 +15,21 @@ from array import array
 from collections.abc import Sequence
 from typing import Any
 
-from .db import dump_json, load_json, new_token_array, pack_tokens, unpack_tokens
-from .records import Event, NewSession, SessionConflict, SessionInfo, SessionNotFound, StoreError
+from jupyter_superfluid.store.db import (
+    dump_json,
+    load_json,
+    new_token_array,
+    pack_tokens,
+    unpack_tokens,
+)
+from jupyter_superfluid.store.records import (
+    Event,
+    NewSession,
+    SessionConflict,
+    SessionInfo,
+    SessionNotFound,
+    StoreError,
+)
 
 _ANCESTRY = """
 WITH RECURSIVE anc(id, parent_id, parent_len, purged, depth) AS (

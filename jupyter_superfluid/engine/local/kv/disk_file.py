@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .kvmemory import KVState
+from jupyter_superfluid.engine.local.kv.state import KVState
 
 MAGIC = b"SFKV\x01\n"
 SUFFIX = ".kv"

@@ -3,7 +3,7 @@
 llama.cpp's ``mtmd`` loads a projector next to a text model and turns images
 (or audio) into embeddings the text model reads in place of tokens. This
 module writes seeded random projectors small enough that encoding takes
-milliseconds, for the tiny ``llama`` text models of ``testmodels``:
+milliseconds, for the tiny ``llama`` text models of ``tiny_gguf``:
 
 - ``kind="vision"``: projector type ``mlp`` (LLaVA-1.5 style). A 2-layer ViT
   (of which llava's graph runs all but the last) over a ``IMAGE_SIZE`` square

@@ -6,9 +6,9 @@ Stdlib only (SQLite); knows nothing of HTTP, Jupyter or the engine. See
 
 from __future__ import annotations
 
-from .idempotency import DEFAULT_IDEMPOTENCY_TTL, IdempotentResult
-from .keys import hash_key, keys_match, new_id
-from .records import (
+from jupyter_superfluid.store.idempotency import DEFAULT_IDEMPOTENCY_TTL, IdempotentResult
+from jupyter_superfluid.store.keys import hash_key, keys_match, new_id
+from jupyter_superfluid.store.records import (
     ClaimState,
     Event,
     EventHistoryExpired,
@@ -27,10 +27,10 @@ from .records import (
     TaskRecord,
     TaskStatus,
 )
-from .schema import LATEST_VERSION
-from .served_models import ServedModelRecord
-from .store import STORE_FILE, Store
-from .tasks import DEFAULT_TASK_EVENT_RETENTION, RESTART_PROBLEM
+from jupyter_superfluid.store.schema import LATEST_VERSION
+from jupyter_superfluid.store.served_models import ServedModelRecord
+from jupyter_superfluid.store.store import STORE_FILE, Store
+from jupyter_superfluid.store.tasks import DEFAULT_TASK_EVENT_RETENTION, RESTART_PROBLEM
 
 __all__ = [
     "DEFAULT_IDEMPOTENCY_TTL",

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .base import EngineError
-from .hub_cache import (
+from jupyter_superfluid.engine.base import EngineError
+from jupyter_superfluid.models.hub_cache import (
     HubFile,
     cached_file,
     hub_cache_dir,

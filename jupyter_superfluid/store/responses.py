@@ -15,9 +15,14 @@ from __future__ import annotations
 import sqlite3
 from typing import Literal
 
-from .db import dump_json, load_json
-from .log import live_session, purge_session
-from .records import NewResponse, ResponseNotFound, ResponseRecord, SessionNotFound
+from jupyter_superfluid.store.db import dump_json, load_json
+from jupyter_superfluid.store.log import live_session, purge_session
+from jupyter_superfluid.store.records import (
+    NewResponse,
+    ResponseNotFound,
+    ResponseRecord,
+    SessionNotFound,
+)
 
 _CHAIN = """
 WITH RECURSIVE chain(id, prev, depth) AS (

@@ -13,15 +13,15 @@ import re
 from dataclasses import asdict
 from pathlib import Path
 
-from jupyter_superfluid.chat.codec import ChatCodec
-from jupyter_superfluid.chat.syntax.vocabulary import template_tokens
-from jupyter_superfluid.engine.testmodels import (
+from jupyter_superfluid.builtin_models.tiny_gguf import (
     BOS_TOKEN,
     BUILDER_VERSION,
     EOS_TOKEN,
     Vocab,
     build_cached,
 )
+from jupyter_superfluid.chat.codec import ChatCodec
+from tools.template_corpus.vocabulary import template_tokens
 
 
 def template_vocab(source: str) -> tuple[ChatCodec, Vocab]:

@@ -37,19 +37,29 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
-from . import log, responses
-from .db import Database
-from .idempotency import (
+from jupyter_superfluid.store import log, responses
+from jupyter_superfluid.store.db import Database
+from jupyter_superfluid.store.idempotency import (
     DEFAULT_IDEMPOTENCY_TTL,
     IdempotencyMixin,
     IdempotentResult,
     finish_in,
     recover_idempotency,
 )
-from .keys import new_id
-from .records import Event, NewResponse, NewSession, ResponseRecord, SessionInfo
-from .served_models import ServedModelsMixin
-from .tasks import DEFAULT_TASK_EVENT_RETENTION, TasksMixin, recover_tasks
+from jupyter_superfluid.store.keys import new_id
+from jupyter_superfluid.store.records import (
+    Event,
+    NewResponse,
+    NewSession,
+    ResponseRecord,
+    SessionInfo,
+)
+from jupyter_superfluid.store.served_models import ServedModelsMixin
+from jupyter_superfluid.store.tasks import (
+    DEFAULT_TASK_EVENT_RETENTION,
+    TasksMixin,
+    recover_tasks,
+)
 
 STORE_FILE = "store.sqlite3"
 

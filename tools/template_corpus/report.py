@@ -3,7 +3,7 @@
 ``probe_conversations`` are the conversations every template must render (or refuse
 with its own message, which the API answers as a 400): system and user; with tools; an
 assistant turn with one call and its result; one with two calls and their results; a
-multi-turn conversation with reasoning. ``python -m jupyter_superfluid.docs`` writes the
+multi-turn conversation with reasoning. ``python -m tools.doc_tables`` writes the
 table of llama.cpp's corpus into the README; the corpus tests check what it claims.
 """
 

@@ -1,7 +1,7 @@
 """The disk tier: kept conversations' KV state as files, so a restart is still warm.
 
 One directory per model identity under ``<sessions>/kv/`` holds one file per
-state (``kvfile.py`` has the format and its checks). Writes happen on a thread
+state (``disk_file.py`` has the format and its checks). Writes happen on a thread
 of their own, never on the token loop: the worker hands over a state it saved
 anyway (a park) or saved while idle, and returns at once; a writer that falls
 behind refuses new states rather than holding memory. Files are written under
@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from .kvfile import (
+from jupyter_superfluid.engine.local.kv.disk_file import (
     SUFFIX,
     BadStateFile,
     dir_name,
@@ -40,8 +40,8 @@ from .kvfile import (
     read_state,
     write_state,
 )
-from .kvmemory import KVState, Staged
-from .prefix_index import BlockIndex
+from jupyter_superfluid.engine.local.kv.prefix_index import BlockIndex
+from jupyter_superfluid.engine.local.kv.state import KVState, Staged
 
 log = logging.getLogger(__name__)
 

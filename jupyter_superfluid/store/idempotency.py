@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .db import Database, dump_json, load_json
-from .records import ClaimState, IdempotencyRecord
+from jupyter_superfluid.store.db import Database, dump_json, load_json
+from jupyter_superfluid.store.records import ClaimState, IdempotencyRecord
 
 DEFAULT_IDEMPOTENCY_TTL = 24 * 3600.0
 

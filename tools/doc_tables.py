@@ -1,6 +1,6 @@
 """Documentation generated from the code, so it cannot drift: the README's tables.
 
-``python -m jupyter_superfluid.docs`` rewrites the config table between the README's
+``python -m tools.doc_tables`` rewrites the config table between the README's
 ``config-table`` markers, and the table of llama.cpp's chat templates (each one's
 derived syntax and probe results) between its ``template-table`` markers; tests check
 that the README matches.
@@ -12,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-from .config import CLI_ALIASES, Superfluid
+from jupyter_superfluid.config import CLI_ALIASES, Superfluid
 
 START, END = "<!-- config-table:start -->", "<!-- config-table:end -->"
 TEMPLATES_START = "<!-- template-table:start -->"
@@ -36,9 +36,9 @@ def config_table() -> str:
 
 def templates_table() -> str:
     """The Markdown table of llama.cpp's corpus of chat templates (fetched if missing)."""
-    from .chat.syntax.report import report, table
-    from .chat.tiny_models import template_vocab
-    from .engine.llama_sources import chat_templates
+    from jupyter_superfluid.engine.remote.llama_sources import chat_templates
+    from tools.template_corpus.report import report, table
+    from tools.template_corpus.tiny_models import template_vocab
 
     paths = sorted(chat_templates(), key=lambda p: p.stem.lower())
     return table([report(p.stem, template_vocab(p.read_text())[0]) for p in paths])

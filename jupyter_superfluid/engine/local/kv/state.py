@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import llama_cpp.llama_cpp as L
 
-from ..base import EngineError
+from jupyter_superfluid.engine.base import EngineError
 
 
 class KVState:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from .records import StoreError
+from jupyter_superfluid.store.records import StoreError
 
 V1: list[str] = [
     """CREATE TABLE sessions (

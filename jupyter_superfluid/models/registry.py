@@ -33,11 +33,16 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlparse
 
-from .base import Engine, EngineError
-from .downloads import DownloadError, HubDownload
-from .hub_cache import HubFile, cached_file, hub_cache_dir
-from .launch import Launcher, launch, launch_in_thread
-from .testmodels import BUILTIN_MODELS, ensure_builtin, ensure_builtin_projector
+from jupyter_superfluid.builtin_models.tiny_gguf import (
+    BUILTIN_MODELS,
+    ensure_builtin,
+    ensure_builtin_projector,
+)
+from jupyter_superfluid.config import cache_root
+from jupyter_superfluid.engine.base import Engine, EngineError
+from jupyter_superfluid.engine.launch import Launcher, launch, launch_in_thread
+from jupyter_superfluid.models.downloads import DownloadError, HubDownload
+from jupyter_superfluid.models.hub_cache import HubFile, cached_file, hub_cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -135,9 +140,8 @@ def _remote_url(url: str, spec: str) -> str:
 
 
 def default_cache_dir() -> Path:
-    """Where built-in models are generated: ``$XDG_CACHE_HOME/jupyter_superfluid/models``."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "jupyter_superfluid" / "models"
+    """Where built-in models are generated when no directory is given: ``cache_root()/models``."""
+    return cache_root() / "models"
 
 
 def hub_files(spec: ModelSpec) -> list[HubFile]:
@@ -307,7 +311,7 @@ class ModelRegistry:
 
     def _connect(self, spec: ModelSpec) -> Engine:
         """An engine over the remote ``llama-server`` of ``spec`` (blocking: reads its props)."""
-        from .remote.llama_server import LlamaServerEngine
+        from jupyter_superfluid.engine.remote.llama_server import LlamaServerEngine
 
         timeout = self._remote_timeout
         options = {} if timeout is None else {"silence_timeout": timeout}

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .db import Database
+from jupyter_superfluid.store.db import Database
 
 
 @dataclass(frozen=True)

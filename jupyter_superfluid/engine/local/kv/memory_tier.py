@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from .kvmemory import KVState
-from .prefix_index import BLOCK, BlockIndex
+from jupyter_superfluid.engine.local.kv.prefix_index import BLOCK, BlockIndex
+from jupyter_superfluid.engine.local.kv.state import KVState
 
 # Until measured: a restore must save one prompt token of evaluation per this many
 # tokens copied back from host memory, or read from disk.

@@ -22,8 +22,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .records import StoreError
-from .schema import migrate
+from jupyter_superfluid.store.records import StoreError
+from jupyter_superfluid.store.schema import migrate
 
 # int32 is plenty for token ids; pick the typecode that is 4 bytes on this platform.
 _TOKEN_CODE = "i" if array("i").itemsize == 4 else "l"

@@ -35,7 +35,7 @@ from typing import Any, Literal
 import gguf
 import numpy as np
 
-from .tiny_templates import CHATML, QWEN3, SPECIAL_TOKENS
+from jupyter_superfluid.builtin_models.templates import CHATML, QWEN3, SPECIAL_TOKENS
 
 BUILDER_VERSION = 1
 EOS_TOKEN = "<|im_end|>"
@@ -324,7 +324,7 @@ def ensure_builtin_projector(model_id: str, cache_dir: str | os.PathLike[str]) -
     kind = spec.projector
     if kind is None:
         return None
-    from .testmmproj import build_mmproj
+    from jupyter_superfluid.builtin_models.tiny_mmproj import build_mmproj
 
     target = Path(cache_dir) / spec.file_name(model_id).replace(".gguf", ".mmproj.gguf")
     return _build_atomically(

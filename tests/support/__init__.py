@@ -1,0 +1,1 @@
+"""Helpers the tests share: servers, models, hubs and schema checks (no tests here)."""
