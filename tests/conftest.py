@@ -8,10 +8,22 @@ from typing import Any
 
 import pytest
 
-from jupyter_superfluid.pytest_plugin import StandaloneServer, start_standalone
-from tests.local_hub import LocalHub
+# The plugin and the helpers are imported here before pytest registers them: rewrite
+# their asserts all the same.
+pytest.register_assert_rewrite("jupyter_superfluid.pytest_plugin", "support")
 
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
+from support.local_hub import LocalHub  # noqa: E402
+
+from jupyter_superfluid.builtin_models.tiny_gguf import BUILTIN_MODELS, ensure_builtin  # noqa: E402
+from jupyter_superfluid.pytest_plugin import StandaloneServer, start_standalone  # noqa: E402
+
+# The package's fixtures plugin is loaded where asked (here), not by an entry point into
+# every pytest run wherever the package is installed.
+pytest_plugins = [
+    "pytest_jupyter.jupyter_server",
+    "jupyter_superfluid.pytest_plugin",
+    "support.prerequisites",  # llama-server and Chromium, made ready before the first test
+]
 
 
 @pytest.fixture
@@ -40,7 +52,7 @@ def openai_client(standalone: StandaloneServer) -> Any:
 
 @pytest.fixture
 def local_hub() -> Iterator[LocalHub]:
-    """A Hugging Face hub on loopback (see ``tests/local_hub.py``), stopped after the test."""
+    """A Hugging Face hub on loopback (see ``tests/support/local_hub.py``), stopped after the test."""
     hub = LocalHub().start()
     yield hub
     hub.release()
@@ -56,3 +68,10 @@ def hub_env(local_hub: LocalHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     for name in ("HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_TOKEN"):
         monkeypatch.delenv(name, raising=False)
     return home
+
+
+@pytest.fixture(scope="session")
+def sf_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The built-in models, built once per test session."""
+    cache = tmp_path_factory.mktemp("models")
+    return {model_id: ensure_builtin(model_id, cache) for model_id in BUILTIN_MODELS}

@@ -23,11 +23,11 @@ from typing import Any
 
 import httpx
 import pytest
+from support.hub_server import hub_files, hub_serving
+from support.local_hub import LocalHub
+from support.slow_model import slow_model
 
 from jupyter_superfluid.pytest_plugin import TINY_MODELS, free_port
-from tests.hub_server import hub_files, hub_serving
-from tests.local_hub import LocalHub
-from tests.slow_model import slow_model
 
 # Streams the browser must watch (several updates, a Stop click, a branch) run on the
 # slow model: the tiny ones finish thousands of tokens before a loaded browser paints twice.
@@ -129,8 +129,6 @@ def lab(
     sf_model_cache: Path, tmp_path_factory: pytest.TempPathFactory, browser_hub: LocalHub
 ) -> Iterator[LabServer]:
     """``jupyter lab`` with the extension on the tiny models, in throwaway Jupyter dirs."""
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
     base = tmp_path_factory.mktemp("lab")
     root, config, data, runtime = (base / n for n in ("root", "config", "data", "runtime"))
     for folder in (root, config, data, runtime):

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
+from support.hub_server import REPO
+from support.local_hub import LocalHub
 
 from tests.browser.conftest import LabServer
 from tests.browser.notebook_page import NotebookPage, write_notebook
-from tests.hub_server import REPO
-from tests.local_hub import LocalHub
 
 CHATML = "superfluid/tiny-chatml"
 DONE = re.compile("^(completed|incomplete)$")

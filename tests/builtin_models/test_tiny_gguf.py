@@ -8,9 +8,14 @@ from pathlib import Path
 
 import gguf
 
+from jupyter_superfluid.builtin_models.templates import CHATML, QWEN3, SPECIAL_TOKENS
+from jupyter_superfluid.builtin_models.tiny_gguf import (
+    BUILTIN_MODELS,
+    Vocab,
+    build_model,
+    ensure_builtin,
+)
 from jupyter_superfluid.engine.local.llama import LlamaEngine
-from jupyter_superfluid.engine.testmodels import BUILTIN_MODELS, Vocab, build_model, ensure_builtin
-from jupyter_superfluid.engine.tiny_templates import CHATML, QWEN3, SPECIAL_TOKENS
 
 
 def _digest(path: Path) -> str:

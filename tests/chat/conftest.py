@@ -16,7 +16,7 @@ import gguf
 import llama_cpp
 import pytest
 
-from jupyter_superfluid.engine.tiny_templates import SPECIAL_TOKENS
+from jupyter_superfluid.builtin_models.templates import SPECIAL_TOKENS
 
 
 def _byte_symbols() -> list[str]:

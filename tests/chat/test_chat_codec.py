@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from jupyter_superfluid.builtin_models.templates import CHATML, QWEN3
 from jupyter_superfluid.chat.codec import ChatCodec
 from jupyter_superfluid.chat.environment import TemplateRefusal
 from jupyter_superfluid.chat.messages import message_dict, tool_dict
 from jupyter_superfluid.chat.types import ChatMessage, ToolCall, ToolSpec
-from jupyter_superfluid.engine.tiny_templates import CHATML, QWEN3
 
 WEATHER = ToolSpec(
     name="get_weather",

@@ -15,7 +15,7 @@ import pytest
 
 from jupyter_superfluid.chat.codec import ChatCodec
 from jupyter_superfluid.chat.types import ChatEvent, ItemDone, OutputItem, ToolSpec
-from jupyter_superfluid.engine.llama_sources import chat_templates
+from jupyter_superfluid.engine.remote.llama_sources import chat_templates
 
 WEATHER = ToolSpec(
     name="get_weather",

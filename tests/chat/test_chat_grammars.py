@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from jupyter_superfluid.builtin_models.templates import QWEN3
 from jupyter_superfluid.chat.call_grammars import tool_call_grammar
 from jupyter_superfluid.chat.codec import ChatCodec
 from jupyter_superfluid.chat.grammars import (
@@ -15,7 +16,6 @@ from jupyter_superfluid.chat.grammars import (
     json_schema_grammar,
 )
 from jupyter_superfluid.chat.types import ItemDone, OutputItem, ToolSpec
-from jupyter_superfluid.engine.tiny_templates import QWEN3
 
 # Every keyword the converter must handle. Properties come out in schema order, the
 # required ones first, as llama.cpp's converter writes objects.

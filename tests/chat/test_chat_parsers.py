@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 import pytest
 
+from jupyter_superfluid.builtin_models.templates import CHATML, QWEN3
 from jupyter_superfluid.chat.codec import ChatCodec
 from jupyter_superfluid.chat.parsers import OutputParser
 from jupyter_superfluid.chat.types import (
@@ -20,7 +21,6 @@ from jupyter_superfluid.chat.types import (
     TextDelta,
     ToolSpec,
 )
-from jupyter_superfluid.engine.tiny_templates import CHATML, QWEN3
 
 TOOLS = (ToolSpec(name="get_weather"), ToolSpec(name="lookup", namespace="geo"))
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from jupyter_superfluid.chat.syntax.report import report, table
 from tests.corpus.corpus_models import Servers, corpus
+from tools.template_corpus.report import report, table
 
 
 @pytest.fixture(scope="session")

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_superfluid.chat.codec import ChatCodec
-from jupyter_superfluid.chat.syntax.report import TOOLS
-from jupyter_superfluid.chat.tiny_models import build_template_model, template_vocab
 from jupyter_superfluid.chat.types import ChatMessage
-from jupyter_superfluid.engine.llama_sources import chat_templates
+from jupyter_superfluid.engine.remote.llama_sources import chat_templates
 from jupyter_superfluid.pytest_plugin import StandaloneServer, start_standalone
+from tools.template_corpus.report import TOOLS
+from tools.template_corpus.tiny_models import build_template_model, template_vocab
 
 BATCH = 8  # models per server: each runs in an engine process of its own
 _MARGIN = 1536  # room for the tools, a continuation and the output, in tokens

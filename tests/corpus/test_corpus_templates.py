@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from jupyter_superfluid.chat.environment import TemplateRefusal
-from jupyter_superfluid.chat.syntax.report import probe_conversations
 from jupyter_superfluid.chat.types import ItemDone
-from jupyter_superfluid.docs import TEMPLATES_END, TEMPLATES_START, templates_table
 from tests.corpus.corpus_models import corpus
+from tools.doc_tables import TEMPLATES_END, TEMPLATES_START, templates_table
+from tools.template_corpus.report import probe_conversations
 
 NAMES = sorted(corpus(), key=str.lower)
 README = Path(__file__).parents[2] / "README.md"
@@ -82,4 +82,4 @@ def test_reasoning_effort_maps_to_the_template_s_own_switch(name: str) -> None:
 def test_readme_table_matches_the_corpus() -> None:
     text = README.read_text()
     table = text.split(TEMPLATES_START, 1)[1].split(TEMPLATES_END, 1)[0].strip()
-    assert table == templates_table(), "run: python -m jupyter_superfluid.docs README.md"
+    assert table == templates_table(), "run: python -m tools.doc_tables README.md"

@@ -7,19 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_superfluid.builtin_models.tiny_gguf import ensure_builtin_projector
 from jupyter_superfluid.engine.local.llama import LlamaEngine
-from jupyter_superfluid.engine.testmodels import (
-    BUILTIN_MODELS,
-    ensure_builtin,
-    ensure_builtin_projector,
-)
-
-
-@pytest.fixture(scope="session")
-def sf_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The built-in models, built once per test session."""
-    cache = tmp_path_factory.mktemp("models")
-    return {model_id: ensure_builtin(model_id, cache) for model_id in BUILTIN_MODELS}
 
 
 @pytest.fixture(scope="session")

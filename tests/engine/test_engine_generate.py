@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from sf_engine_helpers import Generation, agenerate, chat_prompt, generate
+from support.no_eos import NO_EOS
 
 from jupyter_superfluid.engine.base import (
     ContextOverflowError,
@@ -23,7 +24,6 @@ from jupyter_superfluid.engine.base import (
     TokenGenerated,
 )
 from jupyter_superfluid.engine.local.llama import LlamaEngine
-from tests.no_eos import NO_EOS
 
 
 async def generated_beside(engine: LlamaEngine) -> int:

@@ -6,9 +6,10 @@ import asyncio
 from collections.abc import Callable
 
 import pytest
-from media_samples import png
 from sf_engine_helpers import Generation, agenerate
+from support.media_samples import png
 
+from jupyter_superfluid.builtin_models.tiny_mmproj import IMAGE_TOKENS
 from jupyter_superfluid.engine.base import (
     MEDIA_MARKER,
     EngineError,
@@ -17,7 +18,6 @@ from jupyter_superfluid.engine.base import (
     SamplingParams,
 )
 from jupyter_superfluid.engine.local.llama import LlamaEngine
-from jupyter_superfluid.engine.testmmproj import IMAGE_TOKENS
 
 MakeEngine = Callable[..., LlamaEngine]
 

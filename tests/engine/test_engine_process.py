@@ -9,10 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from engine_processes import engine_children, is_running
-from media_samples import png
 from sf_engine_helpers import Generation, agenerate, chat_prompt
+from support.engine_processes import engine_children, is_running
+from support.media_samples import png
+from support.no_eos import NO_EOS
 
+from jupyter_superfluid.builtin_models.tiny_gguf import ensure_builtin_projector
 from jupyter_superfluid.engine.base import (
     MEDIA_MARKER,
     ContextOverflowError,
@@ -27,8 +29,6 @@ from jupyter_superfluid.engine.base import (
 )
 from jupyter_superfluid.engine.local.llama import LlamaEngine
 from jupyter_superfluid.engine.process.client import ProcessEngine
-from jupyter_superfluid.engine.testmodels import ensure_builtin_projector
-from tests.no_eos import NO_EOS
 
 CHATML = "superfluid/tiny-chatml"
 
@@ -244,7 +244,7 @@ def test_a_crash_while_loading_is_a_load_error(sf_models: dict[str, Path]) -> No
 
 def test_unloading_a_model_ends_its_engine_process(tmp_path: Path) -> None:
     from jupyter_superfluid.engine.launch import launch_in_process
-    from jupyter_superfluid.engine.registry import ModelRegistry
+    from jupyter_superfluid.models.registry import ModelRegistry
 
     registry = ModelRegistry([CHATML], cache_dir=tmp_path, launcher=launch_in_process)
 

@@ -15,9 +15,10 @@ import signal
 from pathlib import Path
 
 import pytest
-from engine_processes import is_running, is_stopped, wait_until
 from sf_engine_helpers import agenerate, chat_prompt
-from slow_model import slow_model
+from support.engine_processes import is_running, is_stopped, wait_until
+from support.no_eos import NO_EOS
+from support.slow_model import slow_model
 
 from jupyter_superfluid.engine.base import (
     GenerateRequest,
@@ -32,7 +33,6 @@ from jupyter_superfluid.engine.process.watchdog import (
     StallClock,
     Watch,
 )
-from tests.no_eos import NO_EOS
 
 CHATML = "superfluid/tiny-chatml"
 STALL_S = 2.0

@@ -12,8 +12,15 @@ import gguf
 import llama_cpp.llama_cpp as L
 import numpy as np
 import pytest
-from media_samples import png, wav
+from support.media_samples import png, wav
 
+from jupyter_superfluid.builtin_models.templates import CHATML
+from jupyter_superfluid.builtin_models.tiny_gguf import build_model
+from jupyter_superfluid.builtin_models.tiny_mmproj import (
+    AUDIO_TOKENS_PER_WINDOW,
+    IMAGE_TOKENS,
+    build_mmproj,
+)
 from jupyter_superfluid.engine.base import ModelLoadError
 from jupyter_superfluid.engine.local import native
 from jupyter_superfluid.engine.local.media import (
@@ -23,13 +30,6 @@ from jupyter_superfluid.engine.local.media import (
     TextPiece,
     sniff_media,
 )
-from jupyter_superfluid.engine.testmmproj import (
-    AUDIO_TOKENS_PER_WINDOW,
-    IMAGE_TOKENS,
-    build_mmproj,
-)
-from jupyter_superfluid.engine.testmodels import build_model
-from jupyter_superfluid.engine.tiny_templates import CHATML
 
 N_EMBD = 64
 

@@ -45,7 +45,7 @@ from jupyter_superfluid.pytest_plugin import free_port
 
 pytestmark = [pytest.mark.binder, pytest.mark.timeout(900)]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TINY = ["superfluid/tiny-qwen3", "superfluid/tiny-chatml"]
 BASE = "/user/ada/"  # a JupyterHub-like base URL, as on Binder
 TOKEN = "binder-test-token"

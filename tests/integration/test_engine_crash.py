@@ -20,11 +20,11 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from engine_processes import engine_children, is_running, wait_until
+from support.engine_processes import engine_children, is_running, wait_until
+from support.no_eos import NO_EOS_WIRE, RUN_TO_CAP
 
-from jupyter_superfluid.engine.testmodels import ensure_builtin
-from jupyter_superfluid.sessions import STORE_FILE, Store
-from tests.no_eos import NO_EOS_WIRE, RUN_TO_CAP
+from jupyter_superfluid.builtin_models.tiny_gguf import ensure_builtin
+from jupyter_superfluid.store import STORE_FILE, Store
 
 CHATML = "superfluid/tiny-chatml"
 LONG = {"max_output_tokens": 1800, "extra_body": RUN_TO_CAP}
@@ -244,7 +244,7 @@ def test_lmsp_streams_and_tasks_end_failed(sf_start_standalone: Any) -> None:
 
 
 def test_a_continuation_after_a_crash_is_the_same_turn_cold(sf_start_standalone: Any) -> None:
-    # No disk tier: the crash takes all KV state (tests/test_warm_restart.py has it back).
+    # No disk tier: the crash takes all KV state (tests/integration/test_warm_restart.py has it back).
     server = sf_start_standalone("--cache-disk=0")
     client = client_for(server)
     first = None

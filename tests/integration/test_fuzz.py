@@ -20,9 +20,9 @@ from typing import Any
 
 import httpx
 import pytest
+from support.no_eos import RUN_TO_CAP
 
 from jupyter_superfluid.pytest_plugin import StandaloneServer, start_standalone
-from tests.no_eos import RUN_TO_CAP
 
 CHATML = "superfluid/tiny-chatml"
 QWEN = "superfluid/tiny-qwen3"

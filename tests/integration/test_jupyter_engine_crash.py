@@ -9,9 +9,8 @@ import signal
 
 import openai
 import pytest
-from engine_processes import engine_children, is_running
-
-from tests.no_eos import RUN_TO_CAP
+from support.engine_processes import engine_children, is_running
+from support.no_eos import RUN_TO_CAP
 
 CHATML = "superfluid/tiny-chatml"
 JUPYTER_APIS = (("api", "status"), ("api", "contents"), ("api", "kernels"))

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import openai
 import pytest
+from support.no_eos import NO_EOS_WIRE
 from tornado.httpclient import HTTPClientError
-
-from tests.no_eos import NO_EOS_WIRE
 
 
 def jupyter_url(port: int, base_url: str) -> str:

@@ -7,10 +7,10 @@ from typing import Any
 
 import openai
 import pytest
-from media_samples import data_url, png
+from support.media_samples import data_url, png
+from support.no_eos import RUN_TO_CAP
 
-from jupyter_superfluid.engine.testmmproj import IMAGE_TOKENS
-from tests.no_eos import RUN_TO_CAP
+from jupyter_superfluid.builtin_models.tiny_mmproj import IMAGE_TOKENS
 
 VISION = "superfluid/tiny-vision"
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from support.no_eos import RUN_TO_CAP
 
 from jupyter_superfluid.pytest_plugin import free_port, wait_ready
-from tests.no_eos import RUN_TO_CAP
 
 
 def test_sigint_shuts_down_cleanly(sf_start_standalone):
@@ -137,7 +137,7 @@ def test_default_models_offline_answer_503_naming_the_tiny_model(offline, sf_sta
 def test_cached_hub_model_serves_offline(
     offline, sf_model_cache: Path, sf_start_standalone, tmp_path: Path
 ):
-    from jupyter_superfluid.engine.testmodels import ensure_builtin
+    from jupyter_superfluid.builtin_models.tiny_gguf import ensure_builtin
 
     snapshot = (
         Path(os.environ["HF_HOME"])

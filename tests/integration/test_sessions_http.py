@@ -11,11 +11,11 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from engine_processes import settled_tokens
-from slow_model import slow_model
+from support.engine_processes import settled_tokens
+from support.no_eos import RUN_TO_CAP
+from support.slow_model import slow_model
 
-from jupyter_superfluid.sessions import Store
-from tests.no_eos import RUN_TO_CAP
+from jupyter_superfluid.store import Store
 
 CHATML = "superfluid/tiny-chatml"
 QWEN = "superfluid/tiny-qwen3"

@@ -14,9 +14,8 @@ import signal
 import httpx
 import openai
 import pytest
-from engine_processes import engine_children, wait_until
-
-from tests.no_eos import EOS_ID
+from support.engine_processes import engine_children, wait_until
+from support.no_eos import EOS_ID
 
 CHATML = "superfluid/tiny-chatml"
 ENDS_SOON = {str(EOS_ID): 3.0}

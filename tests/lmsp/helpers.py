@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-
-from tests.no_eos import NO_EOS_WIRE
+from support.no_eos import NO_EOS_WIRE
 
 CHATML = "superfluid/tiny-chatml"
 QWEN = "superfluid/tiny-qwen3"

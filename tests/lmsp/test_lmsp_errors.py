@@ -8,9 +8,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from slow_model import CRAMPED_ARGS, RUNNING_TEXT, TOO_LONG_BESIDE, generating, slow_model
-
-from tests.no_eos import RUN_TO_CAP
+from support.no_eos import RUN_TO_CAP
+from support.slow_model import CRAMPED_ARGS, RUNNING_TEXT, TOO_LONG_BESIDE, generating, slow_model
 
 from .helpers import (
     CHATML,

@@ -7,8 +7,7 @@ import re
 
 import httpx
 import pytest
-
-from tests.no_eos import NO_EOS_WIRE, RUN_TO_CAP
+from support.no_eos import NO_EOS_WIRE, RUN_TO_CAP
 
 from .helpers import (
     CHATML,

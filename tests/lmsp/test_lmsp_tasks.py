@@ -8,7 +8,7 @@ import time
 
 import httpx
 import pytest
-from engine_processes import settled_tokens, tokens_generated
+from support.engine_processes import settled_tokens, tokens_generated
 
 from .helpers import (
     CHATML,

@@ -14,15 +14,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.local_hub import LocalHub
 
-from jupyter_superfluid.engine.downloads import (
+from jupyter_superfluid.models.downloads import (
     DownloadCancelled,
     DownloadError,
     DownloadProgress,
     HubDownload,
 )
-from jupyter_superfluid.engine.hub_cache import HubFile, cached_file, delete_cached, partial_bytes
-from tests.local_hub import LocalHub
+from jupyter_superfluid.models.hub_cache import HubFile, cached_file, delete_cached, partial_bytes
 
 REPO = "sf-test/tiny-GGUF"
 

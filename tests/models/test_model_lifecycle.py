@@ -1,7 +1,7 @@
 """The model lifecycle: states, events, downloads, loads, unloads, removal, persistence.
 
 Real parts only: the tiny built-in GGUF models through real llama-cpp-python, real
-downloads through huggingface_hub from the hub on loopback (``tests/local_hub.py``),
+downloads through huggingface_hub from the hub on loopback (``tests/support/local_hub.py``),
 and the real SQLite store.
 """
 
@@ -12,21 +12,21 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.local_hub import LocalHub
 
-from jupyter_superfluid.engine.hub_cache import HubFile, cached_file, partial_bytes
-from jupyter_superfluid.engine.registry import ModelRegistry
 from jupyter_superfluid.errors import ModelLoading, ModelUnavailable
 from jupyter_superfluid.models.hub import ModelHub
+from jupyter_superfluid.models.hub_cache import HubFile, cached_file, partial_bytes
 from jupyter_superfluid.models.lifecycle import (
     ModelConflict,
     ModelFailed,
     ModelLifecycle,
     ModelNotReady,
 )
+from jupyter_superfluid.models.registry import ModelRegistry
 from jupyter_superfluid.models.served_set import served_specs
 from jupyter_superfluid.models.states import EventLog, ModelEvent, ModelState
-from jupyter_superfluid.sessions import Store
-from tests.local_hub import LocalHub
+from jupyter_superfluid.store import Store
 
 CHATML = "superfluid/tiny-chatml"
 QWEN = "superfluid/tiny-qwen3"

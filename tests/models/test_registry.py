@@ -10,7 +10,7 @@ import pytest
 
 from jupyter_superfluid.engine.base import ModelLoadError
 from jupyter_superfluid.engine.local.llama import LlamaEngine
-from jupyter_superfluid.engine.registry import (
+from jupyter_superfluid.models.registry import (
     DEFAULT_MODELS,
     ModelNotFoundError,
     ModelRegistry,
@@ -133,7 +133,7 @@ def test_cached_hf_file_works_offline(hf_home: Path, sf_models: dict[str, Path])
 
 
 def test_a_model_spec_can_name_its_projector(tmp_path: Path, sf_models: dict[str, Path]) -> None:
-    from jupyter_superfluid.engine.testmmproj import build_mmproj
+    from jupyter_superfluid.builtin_models.tiny_mmproj import build_mmproj
 
     model = shutil.copy(sf_models["superfluid/tiny-chatml"], tmp_path / "m.gguf")
     projector = build_mmproj(tmp_path / "p.gguf", text_n_embd=64, kind="vision")
@@ -159,7 +159,7 @@ def test_a_model_spec_can_name_its_projector(tmp_path: Path, sf_models: dict[str
 def test_a_projector_for_another_model_fails_to_load(
     tmp_path: Path, sf_models: dict[str, Path]
 ) -> None:
-    from jupyter_superfluid.engine.testmmproj import build_mmproj
+    from jupyter_superfluid.builtin_models.tiny_mmproj import build_mmproj
 
     projector = build_mmproj(tmp_path / "p.gguf", text_n_embd=32, kind="vision")  # model: 64
     with pytest.raises(ModelLoadError, match="projector"):

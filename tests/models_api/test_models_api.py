@@ -15,10 +15,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.hub_server import CHATML, REPO, hub_files, hub_serving, serve_with_hub
+from support.local_hub import LocalHub
 
 from jupyter_superfluid.pytest_plugin import StandaloneServer
-from tests.hub_server import CHATML, REPO, hub_files, hub_serving, serve_with_hub
-from tests.local_hub import LocalHub
 
 from .sse import Event, events
 

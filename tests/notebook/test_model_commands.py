@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 from IPython.core.error import UsageError
+from support.hub_server import CHATML, REPO, hub_files, hub_serving, serve_with_hub
+from support.local_hub import LocalHub
 
 import jupyter_superfluid
 from jupyter_superfluid.notebook import client as discovery
@@ -28,8 +30,6 @@ from jupyter_superfluid.notebook.render import (
 from jupyter_superfluid.notebook.respond import NotebookSession
 from jupyter_superfluid.notebook.result import Reply
 from jupyter_superfluid.pytest_plugin import StandaloneServer
-from tests.hub_server import CHATML, REPO, hub_files, hub_serving, serve_with_hub
-from tests.local_hub import LocalHub
 
 
 @pytest.fixture(scope="module")

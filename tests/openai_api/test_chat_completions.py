@@ -8,8 +8,7 @@ import json
 import jsonschema
 import openai
 import pytest
-
-from tests.no_eos import NO_EOS_WIRE
+from support.no_eos import NO_EOS_WIRE
 
 WEATHER = {
     "type": "function",

@@ -11,8 +11,7 @@ import json
 
 import openai
 import pytest
-
-from tests.no_eos import NO_EOS_WIRE
+from support.no_eos import NO_EOS_WIRE
 
 GENERIC = ("superfluid/tiny-chatml", "superfluid/tiny-vision", "superfluid/tiny-audio")
 CITY = {

@@ -13,11 +13,11 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from media_samples import b64, data_url, png, wav
+from support.media_samples import b64, data_url, png, wav
+from support.no_eos import NO_EOS_WIRE, RUN_TO_CAP
 
-from jupyter_superfluid.engine.testmmproj import AUDIO_TOKENS_PER_WINDOW, IMAGE_TOKENS
+from jupyter_superfluid.builtin_models.tiny_mmproj import AUDIO_TOKENS_PER_WINDOW, IMAGE_TOKENS
 from jupyter_superfluid.pytest_plugin import StandaloneServer, start_standalone
-from tests.no_eos import NO_EOS_WIRE, RUN_TO_CAP
 
 CHATML = "superfluid/tiny-chatml"
 VISION = "superfluid/tiny-vision"

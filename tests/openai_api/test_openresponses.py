@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 import pytest
-from media_samples import data_url, png
-from openresponses_schema import validate_event, validate_response
+from support.media_samples import data_url, png
+from support.openresponses_schema import validate_event, validate_response
 
 from jupyter_superfluid.pytest_plugin import StandaloneServer, start_standalone
 

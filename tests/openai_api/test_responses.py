@@ -10,12 +10,12 @@ import jsonschema
 import openai
 import pytest
 from openai.types.responses import Response, ResponseStreamEvent
-from openresponses_schema import validate_event
 from pydantic import TypeAdapter
-from slow_model import CRAMPED_ARGS, RUNNING_TEXT, TOO_LONG_BESIDE, generating, slow_model
+from support.no_eos import RUN_TO_CAP
+from support.openresponses_schema import validate_event
+from support.slow_model import CRAMPED_ARGS, RUNNING_TEXT, TOO_LONG_BESIDE, generating, slow_model
 
-from jupyter_superfluid.sessions import Event, NewResponse, NewSession, Store, new_id
-from tests.no_eos import RUN_TO_CAP
+from jupyter_superfluid.store import Event, NewResponse, NewSession, Store, new_id
 
 CHATML = "superfluid/tiny-chatml"
 QWEN = "superfluid/tiny-qwen3"

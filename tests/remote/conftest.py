@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from slow_model import slow_model
+from support.slow_model import slow_model
 
+from jupyter_superfluid.builtin_models.tiny_gguf import ensure_builtin
 from jupyter_superfluid.engine.remote.build import ensure_llama_server
-from jupyter_superfluid.engine.testmodels import ensure_builtin
 from jupyter_superfluid.pytest_plugin import StandaloneServer, free_port, start_standalone
 
 from .helpers import REMOTE_KEY, SLOTS, RemoteServer

@@ -6,7 +6,9 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from support.no_eos import EOS_ID, NO_EOS
 
+from jupyter_superfluid.builtin_models.tiny_gguf import ensure_builtin
 from jupyter_superfluid.engine.base import (
     ContextOverflowError,
     EngineUnavailableError,
@@ -18,12 +20,10 @@ from jupyter_superfluid.engine.base import (
     TokenGenerated,
 )
 from jupyter_superfluid.engine.local.llama import LlamaEngine
-from jupyter_superfluid.engine.registry import ModelRegistry, parse_spec
 from jupyter_superfluid.engine.remote.llama_completion import completion_body, remote_seed
 from jupyter_superfluid.engine.remote.llama_server import LlamaServerEngine
-from jupyter_superfluid.engine.testmodels import ensure_builtin
+from jupyter_superfluid.models.registry import ModelRegistry, parse_spec
 from jupyter_superfluid.pytest_plugin import free_port
-from tests.no_eos import EOS_ID, NO_EOS
 
 from .helpers import REMOTE_KEY, SLOT_CONTEXT, RemoteServer
 

@@ -15,12 +15,12 @@ import httpx
 import jsonschema
 import openai
 import pytest
-from media_samples import data_url, png
-from slow_model import slow_model
+from support.media_samples import data_url, png
+from support.no_eos import NO_EOS_WIRE
+from support.slow_model import slow_model
 
 from jupyter_superfluid.pytest_plugin import StandaloneServer
-from jupyter_superfluid.sessions import Store
-from tests.no_eos import NO_EOS_WIRE
+from jupyter_superfluid.store import Store
 
 from .conftest import start_over_remotes
 from .helpers import SLOT_CONTEXT, RemoteServer

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_superfluid.sessions import Store
+from jupyter_superfluid.store import Store
 
 from .helpers import Clock
 

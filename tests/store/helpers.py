@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jupyter_superfluid.sessions import Event, NewResponse, NewSession, Store, new_id
+from jupyter_superfluid.store import Event, NewResponse, NewSession, Store, new_id
 
 
 class Clock:

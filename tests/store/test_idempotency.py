@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jupyter_superfluid.sessions import (
+from jupyter_superfluid.store import (
     IdempotentResult,
     NewResponse,
     NewSession,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from jupyter_superfluid.sessions import hash_key, keys_match, new_id
+from jupyter_superfluid.store import hash_key, keys_match, new_id
 
 
 def test_hash_key_is_domain_separated_sha256() -> None:

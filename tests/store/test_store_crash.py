@@ -10,7 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from jupyter_superfluid.sessions import Store
+from jupyter_superfluid.store import Store
 
 from .helpers import flat
 
@@ -21,8 +21,8 @@ REPO = Path(__file__).resolve().parents[2]
 WRITER = textwrap.dedent(
     """
     import sys
-    from jupyter_superfluid.sessions import NewResponse, NewSession, Store
-    from tests.sessions.helpers import events_for
+    from jupyter_superfluid.store import NewResponse, NewSession, Store
+    from tests.store.helpers import events_for
 
     store = Store(sys.argv[1])
     start = int(sys.argv[2])

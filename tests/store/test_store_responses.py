@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from jupyter_superfluid.sessions import (
+from jupyter_superfluid.store import (
     NewResponse,
     NewSession,
     ResponseNotFound,

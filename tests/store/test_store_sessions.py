@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_superfluid.sessions import (
+from jupyter_superfluid.store import (
     LATEST_VERSION,
     STORE_FILE,
     Event,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_superfluid.sessions import (
+from jupyter_superfluid.store import (
     RESTART_PROBLEM,
     EventHistoryExpired,
     Store,

@@ -79,7 +79,7 @@ def generated_beside(server_url: str, model: str) -> int:
     """
     import httpx
 
-    from tests.no_eos import NO_EOS_WIRE
+    from support.no_eos import NO_EOS_WIRE
 
     before = tokens_generated(server_url, model)
     body = {"model": model, "input": "q", "max_output_tokens": 4}

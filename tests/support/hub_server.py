@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_superfluid.engine.testmodels import ensure_builtin
+from jupyter_superfluid.builtin_models.tiny_gguf import ensure_builtin
 from jupyter_superfluid.pytest_plugin import StandaloneServer, start_standalone
-from tests.local_hub import LocalHub
+from support.local_hub import LocalHub
 
 REPO = "sf-test/tiny-GGUF"
 CHATML = "superfluid/tiny-chatml"

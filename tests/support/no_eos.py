@@ -7,7 +7,7 @@ it, seeds the request and bans that token: then the outcome is fixed, not likely
 
 from __future__ import annotations
 
-from jupyter_superfluid.engine.testmodels import BOS_TOKEN, EOS_TOKEN, vocabulary
+from jupyter_superfluid.builtin_models.tiny_gguf import BOS_TOKEN, EOS_TOKEN, vocabulary
 
 EOS_ID = vocabulary()[0].index(EOS_TOKEN)
 # llama.cpp also ends a generation on <|endoftext|>: the models make it rare, not impossible.

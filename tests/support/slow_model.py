@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 
-from jupyter_superfluid.engine import testmodels
-from jupyter_superfluid.engine.tiny_templates import CHATML
+from jupyter_superfluid.builtin_models import tiny_gguf as testmodels
+from jupyter_superfluid.builtin_models.templates import CHATML
 
 SLOW_CONTEXT = 4096
 # 2048 KV cells for two slots, on one thread: the slow model at ~200 tokens/s.

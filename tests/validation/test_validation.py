@@ -218,12 +218,12 @@ def test_a_grammar_the_engine_refuses_is_400_naming_the_field(sf_model_cache, tm
 
     from jupyter_superfluid.chat.types import ChatMessage, ChatRequest, OutputFormat
     from jupyter_superfluid.engine.launch import launcher_for
-    from jupyter_superfluid.engine.registry import ModelRegistry
     from jupyter_superfluid.errors import InvalidRequest
     from jupyter_superfluid.generation.service import ChatService
     from jupyter_superfluid.models.hub import ModelHub
     from jupyter_superfluid.models.lifecycle import ModelLifecycle
-    from jupyter_superfluid.sessions import Store
+    from jupyter_superfluid.models.registry import ModelRegistry
+    from jupyter_superfluid.store import Store
 
     async def run() -> InvalidRequest:
         registry = ModelRegistry(

@@ -12,9 +12,8 @@ import threading
 from pathlib import Path
 
 import httpx
-from engine_processes import engine_children
-
-from tests.no_eos import EOS_ID
+from support.engine_processes import engine_children
+from support.no_eos import EOS_ID
 
 CHATML = "superfluid/tiny-chatml"
 CACHE_RAM_MIB = 8

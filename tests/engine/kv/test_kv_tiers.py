@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sf_engine_helpers import Generation, chat_prompt, generate
 
-from jupyter_superfluid.engine.local.kvfile import SUFFIX, file_name
+from jupyter_superfluid.engine.local.kv.disk_file import SUFFIX, file_name
 from jupyter_superfluid.engine.local.llama import LlamaEngine
 
 MakeEngine = Callable[..., LlamaEngine]

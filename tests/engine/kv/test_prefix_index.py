@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from jupyter_superfluid.engine.local.prefix_index import (
+from jupyter_superfluid.engine.local.kv.prefix_index import (
     BLOCK,
     BlockIndex,
     PrefixCounter,

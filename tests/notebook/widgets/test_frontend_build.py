@@ -12,7 +12,7 @@ import tomllib
 
 import jupyter_superfluid
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = json.loads((ROOT / "labextension/package.json").read_text())
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.widgets.conftest import KernelFront
+from tests.notebook.widgets.conftest import KernelFront
 
 VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 from jupyter_client.manager import KernelManager
+from support.hub_server import CHATML, REPO, hub_files, hub_serving, serve_with_hub
+from support.local_hub import LocalHub
+from tests.notebook.widgets.conftest import KernelFront
 
 from jupyter_superfluid.pytest_plugin import StandaloneServer
-from tests.hub_server import CHATML, REPO, hub_files, hub_serving, serve_with_hub
-from tests.local_hub import LocalHub
-from tests.widgets.conftest import KernelFront
 
 QWEN = "superfluid/tiny-qwen3"
 
@@ -168,7 +168,7 @@ def test_a_cell_waiting_for_its_model_shows_the_progress_in_its_view(
 def test_the_models_view_holds_the_traits_of_the_contract(front: KernelFront) -> None:
     front.run("from jupyter_superfluid.notebook.widgets import ModelsView\nmv = ModelsView()")
     state = front.models[front.comm_of("mv")]
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     contract = (root / "labextension/src/contract.ts").read_text()
     assert (state["_model_name"], state["_view_name"]) == ("ModelsViewModel", "ModelsViewView")
     for trait in ("models", "default_model", "only", "pending", "error", "live"):

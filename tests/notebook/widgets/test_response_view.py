@@ -7,11 +7,11 @@ import re
 from pathlib import Path
 
 import httpx
+from support.no_eos import NO_EOS_WIRE
 
 import jupyter_superfluid
-from tests.no_eos import NO_EOS_WIRE
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CHATML = "superfluid/tiny-chatml"
 STREAM = """
 from jupyter_superfluid.notebook.widgets import ResponseView
