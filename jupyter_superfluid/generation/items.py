@@ -254,15 +254,37 @@ def with_ids(items: list[dict[str, Any]], rid: str) -> list[dict[str, Any]]:
 
 def preview(inputs: list[dict[str, Any]], output: list[dict[str, Any]], n: int = 80) -> str:
     """A short line for listings: the last input, then the start of the answer."""
-
-    def text(item: dict[str, Any]) -> str:
-        content = item.get("content")
-        if isinstance(content, str):
-            return content
-        if isinstance(content, list):
-            return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-        return str(item.get("name") or item.get("output") or "")
-
-    last_in = next((text(i) for i in reversed(inputs) if i.get("type") != "reasoning"), "")
-    out = next((text(i) for i in output if i.get("type") == "message"), "")
+    typed_in = [i for i in _typed(inputs) if not isinstance(i, ReasoningItem)]
+    typed_out = [i for i in _typed(output) if isinstance(i, MessageItem)]
+    last_in = _item_text(typed_in[-1]) if typed_in else ""
+    out = _item_text(typed_out[0]) if typed_out else ""
     return (last_in[: n // 2] + " → " + out)[:n]
+
+
+def _typed(items: list[dict[str, Any]]) -> list[Any]:
+    """Stored items through the typed models (none, should a stored item not validate)."""
+    try:
+        return list(STORED_ITEMS.validate_python(items))
+    except ValidationError:
+        return []
+
+
+def _item_text(item: Any) -> str:
+    """An item's text for a preview: its text and refusal parts, or a call's name or output."""
+    if isinstance(item, MessageItem):
+        return _parts_text(item.content)
+    if isinstance(item, FunctionCallItem):
+        return item.name
+    if isinstance(item, FunctionCallOutputItem):
+        return _parts_text(item.output)
+    return ""
+
+
+def _parts_text(content: str | list[Any]) -> str:
+    if isinstance(content, str):
+        return content
+    texts = [
+        p.text if isinstance(p, TextPart) else p.refusal if isinstance(p, RefusalPart) else ""
+        for p in content
+    ]
+    return "".join(texts)

@@ -88,6 +88,10 @@ def user_item(text: str = "hi") -> dict[str, Any]:
     return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
 
 
+# Keys a mutation may add to an object of the body: fields of another part or item type.
+EXTRA_KEYS = ["text", "refusal", "type", "role", "content", "name", "output", "summary"]
+
+
 def seeds(rid: str) -> dict[str, dict[str, Any]]:
     """A valid body per creating endpoint."""
     tool = {
@@ -127,6 +131,7 @@ def seeds(rid: str) -> dict[str, dict[str, Any]]:
             "model": QWEN,
             "input": [
                 user_item(),
+                {"role": "user", "content": [{"type": "refusal", "refusal": "no"}]},
                 {
                     "type": "function_call",
                     "call_id": "c1",
@@ -181,6 +186,13 @@ def paths(node: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
             yield from paths(value, (*prefix, i))
 
 
+def get(body: Any, path: tuple[Any, ...]) -> Any:
+    """The value at ``path`` inside ``body``."""
+    for part in path:
+        body = body[part]
+    return body
+
+
 def put(body: Any, path: tuple[Any, ...], value: Any) -> Any:
     """``body`` with the value at ``path`` replaced (the whole body for an empty path)."""
     if not path:
@@ -199,6 +211,7 @@ class Fuzzer:
         self.rng = random.Random(seed)
         self.rid, self.task_id = rid, task_id
         self.seeds = seeds(rid)
+        self.created = [rid]  # stored responses the run made: their items are listed
 
     def junk(self) -> Any:
         roll = self.rng.random()
@@ -213,10 +226,20 @@ class Fuzzer:
         for _ in range(self.rng.choice([1, 1, 1, 2, 3])):
             target = self.rng.choice(list(paths(body)))
             body = put(body, target, self.junk())
+        if self.rng.random() < 0.2:
+            body = self.extra_field(body)
         if self.rng.random() < 0.15 and isinstance(body, dict):
             body["stream"] = True
         if self.rng.random() < 0.1 and isinstance(body, dict):
             body[self.rng.choice(["schema", "parameters", "format"])] = self.junk()
+        return body
+
+    def extra_field(self, body: Any) -> Any:
+        """``body`` with an extra key (another type's field, junk valued) on one of its objects."""
+        objects = [p for p in paths(body) if isinstance(get(body, p), dict)]
+        if objects:
+            target = get(body, self.rng.choice(objects))
+            target[self.rng.choice(EXTRA_KEYS)] = self.junk()
         return body
 
     def raw(self) -> bytes:
@@ -257,7 +280,8 @@ class Fuzzer:
         return self.lookup(headers)
 
     def lookup(self, headers: dict[str, bytes]) -> tuple[str, str, dict[str, Any]]:
-        rid = self.rng.choice([self.rid, "resp_" + self.word(), self.word() or "x"])
+        made = self.rng.choice(self.created)
+        rid = self.rng.choice([self.rid, made, made, "resp_" + self.word(), self.word() or "x"])
         tid = self.rng.choice([self.task_id, "task_" + self.word(), "x"])
         params = {
             k: self.word() if self.rng.random() < 0.7 else self.rid
@@ -307,6 +331,23 @@ class Fuzzer:
         return headers
 
 
+def assert_stored_items_list(http: httpx.Client, created: list[str]) -> None:
+    """Every stored response of the run lists its input items, and the listing pages through."""
+    for rid in created:
+        r = http.get(f"/v1/responses/{rid}/input_items", params={"limit": 100})
+        assert r.status_code == 200, (rid, r.text)
+    seen: list[str] = []
+    after: dict[str, str] = {}
+    while True:
+        page = http.get("/v1/responses", params={"limit": 100, **after})
+        assert page.status_code == 200, page.text
+        seen += [row["id"] for row in page.json()["data"]]
+        if not page.json()["has_more"]:
+            break
+        after = {"after": page.json()["last_id"]}
+    assert set(created) <= set(seen)
+
+
 @pytest.fixture(scope="module")
 def fuzzed(
     sf_model_cache: Path, tmp_path_factory: pytest.TempPathFactory
@@ -336,9 +377,14 @@ def test_no_input_gets_a_5xx_or_a_hang(fuzzed):
             statuses[r.status_code] += 1
             assert r.status_code < 500, (n, method, path, kwargs, fuzzed.log()[-4000:])
             assert fuzzed.process.poll() is None, fuzzed.log()[-3000:]
+            made_one = (method, path, r.status_code) == ("POST", "/v1/responses", 200)
+            if made_one and r.headers["content-type"].startswith("application/json"):
+                fuzzer.created.append(r.json()["id"])
         elapsed = time.monotonic() - started
         print(f"fuzz: {ROUNDS} requests in {elapsed:.1f}s: {dict(sorted(statuses.items()))}")
         assert statuses[400] > ROUNDS // 3  # the generator does reach the validators
+        assert len(fuzzer.created) > 20  # fuzzed creates were stored, and listed below
+        assert_stored_items_list(http, fuzzer.created)
         still = {"model": CHATML, "input": "still", "max_output_tokens": 2, **RUN_TO_CAP}
         ok = http.post("/v1/responses", json=still)
         assert ok.status_code == 200 and ok.json()["status"] == "incomplete"
