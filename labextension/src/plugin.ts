@@ -1,11 +1,13 @@
 /**
- * The JupyterLab / Notebook 7 plugin: registers the superfluid widget models and
- * views with the ipywidgets registry (`@jupyter-widgets/base` is a shared singleton).
+ * The JupyterLab / Notebook 7 plugins: the superfluid widget models and views in the
+ * ipywidgets registry (`@jupyter-widgets/base` is a shared singleton), and inline
+ * completions from the local model.
  */
 
 import { IJupyterWidgetRegistry } from '@jupyter-widgets/base';
 import type { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 
+import { completionsPlugin } from './completions/plugin';
 import { MODULE_NAME, MODULE_VERSION } from './contract';
 import { ModelsViewModel, ModelsViewView } from './modelsView';
 import { ResponseViewModel, ResponseViewView } from './responseView';
@@ -31,4 +33,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default plugin;
+export default [plugin, completionsPlugin];
