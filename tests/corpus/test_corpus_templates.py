@@ -1,22 +1,20 @@
 """Every corpus template, without a model: probe conversations, derived syntax, reasoning
-split by its parser, effort mapping, and the README's table of them.
+split by its parser, effort mapping, and the docs' table of them
+(``docs/user-guide/chat-templates.md``).
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
 from jupyter_superfluid.chat.environment import TemplateRefusal
 from jupyter_superfluid.chat.types import ItemDone
 from tests.corpus.corpus_models import corpus
-from tools.doc_tables import TEMPLATES_END, TEMPLATES_START, templates_table
+from tools import doc_tables
 from tools.template_corpus.report import probe_conversations
 
 NAMES = sorted(corpus(), key=str.lower)
-README = Path(__file__).parents[2] / "README.md"
-# The conversations a template refuses, as the README documents them (answered 400).
+# The conversations a template refuses, as the docs document them (answered 400).
 REFUSED = {
     ("meta-llama-Llama-3.1-8B-Instruct", "two calls"),
     ("meta-llama-Llama-3.2-3B-Instruct", "two calls"),
@@ -79,7 +77,7 @@ def test_reasoning_effort_maps_to_the_template_s_own_switch(name: str) -> None:
         assert high == {}
 
 
-def test_readme_table_matches_the_corpus() -> None:
-    text = README.read_text()
-    table = text.split(TEMPLATES_START, 1)[1].split(TEMPLATES_END, 1)[0].strip()
-    assert table == templates_table(), "run: python -m tools.doc_tables README.md"
+def test_docs_table_matches_the_corpus() -> None:
+    text = doc_tables.TEMPLATES_PAGE.read_text()
+    table = doc_tables.between(text, doc_tables.TEMPLATES_START, doc_tables.TEMPLATES_END)
+    assert table == doc_tables.templates_table(), "run: python -m tools.doc_tables"

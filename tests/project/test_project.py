@@ -1,4 +1,4 @@
-"""Project-wide checks: the README config table, import layers, ruff, ruff format and mypy."""
+"""Project-wide checks: the docs' config table, import layers, ruff, ruff format and mypy."""
 
 from __future__ import annotations
 
@@ -10,17 +10,16 @@ from pathlib import Path
 import pytest
 
 from jupyter_superfluid.config import CLI_ALIASES, Superfluid
-from tools.doc_tables import END, START, config_table
+from tools.doc_tables import CONFIG_PAGE, END, START, between, config_table
 
 ROOT = Path(__file__).parents[2]
 README = ROOT / "README.md"
 SOURCES = ["jupyter_superfluid", "tests", "bench"]
 
 
-def test_readme_config_table_matches_the_traits():
-    text = README.read_text()
-    table = text[text.index(START) + len(START) : text.index(END)].strip()
-    assert table == config_table(), "run: python -m tools.doc_tables README.md"
+def test_docs_config_table_matches_the_traits():
+    table = between(CONFIG_PAGE.read_text(), START, END)
+    assert table == config_table(), "run: python -m tools.doc_tables"
 
 
 def test_every_trait_has_help_and_every_flag_a_trait():
@@ -50,7 +49,7 @@ def _tool(name: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_import_contracts_hold():
-    """DESIGN's layering and no import cycles, checked by import-linter (pyproject.toml)."""
+    """ARCHITECTURE.md's layers and no import cycles, checked by import-linter (pyproject.toml)."""
     out = _tool("lint-imports")
     assert out.returncode == 0, out.stdout[-3000:]
 
