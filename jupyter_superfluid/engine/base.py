@@ -164,6 +164,8 @@ class ModelInfo:
     accepts_images: bool = False
     accepts_audio: bool = False
     n_vocab: int = 0
+    # Fill-in-the-middle: the (prefix, suffix, middle) token ids, None when it has none.
+    fim_tokens: tuple[int, int, int] | None = None
 
 
 @runtime_checkable

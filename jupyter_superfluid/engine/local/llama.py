@@ -461,6 +461,7 @@ def _model_info(
         eos_token=text(vocab.eos),
         eog_token_ids=vocab.eog_ids,
         n_vocab=vocab.n_tokens,
+        fim_tokens=vocab.fim,
         accepts_images=bool(projector and projector.supports_images),
         accepts_audio=bool(projector and projector.supports_audio),
     )

@@ -173,6 +173,10 @@ class Vocab:
         self.eos: int = L.llama_vocab_eos(self.ptr)
         self.eog_ids = tuple(i for i in range(self.n_tokens) if L.llama_vocab_is_eog(self.ptr, i))
         self._eog = frozenset(self.eog_ids)
+        pre, suf = L.llama_vocab_fim_pre(self.ptr), L.llama_vocab_fim_suf(self.ptr)
+        fim = (int(pre), int(suf), int(L.llama_vocab_fim_mid(self.ptr)))
+        # The metadata's ids, or those llama.cpp found by their known spellings.
+        self.fim: tuple[int, int, int] | None = fim if min(fim) >= 0 else None
 
     def is_eog(self, token: int) -> bool:
         """Whether ``token`` ends a generation."""

@@ -205,7 +205,11 @@ def info_to_wire(info: ModelInfo) -> dict[str, Any]:
 
 def info_from_wire(data: dict[str, Any]) -> ModelInfo:
     """The inverse of ``info_to_wire``."""
-    return ModelInfo(**{**data, "eog_token_ids": tuple(data["eog_token_ids"])})
+    fim = data.get("fim_tokens")
+    fim_tokens = (fim[0], fim[1], fim[2]) if fim else None
+    return ModelInfo(
+        **{**data, "eog_token_ids": tuple(data["eog_token_ids"]), "fim_tokens": fim_tokens}
+    )
 
 
 def error_to_wire(err: BaseException) -> tuple[str, str, dict[str, Any]]:
