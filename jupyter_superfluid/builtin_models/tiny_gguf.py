@@ -11,7 +11,9 @@ markers as the end-of-generation tokens, and ``<s>``/``</s>``/``<unk>``: llama.c
 looks those up by text for models whose name says Phi-3, and without them failed to
 load the vocabulary ("unordered_map::at"). Same inputs give a byte-identical file,
 so a cache of built models never goes stale silently (the file name carries a hash of
-the inputs).
+the inputs). A model built with ``fim`` (``superfluid/tiny-qwen3``) also has Qwen's
+fill-in-the-middle tokens, last in the vocabulary (so no other id moves), and the
+``tokenizer.ggml.fim_*_token_id`` keys naming them.
 
 A constant "bias channel" (residual channel 0) is set in every token
 embedding and never written by attention or the MLP; the output row of
@@ -40,6 +42,8 @@ from jupyter_superfluid.builtin_models.templates import CHATML, QWEN3, SPECIAL_T
 BUILDER_VERSION = 1
 EOS_TOKEN = "<|im_end|>"
 BOS_TOKEN = "<|endoftext|>"
+# Qwen's fill-in-the-middle tokens: prefix, suffix, middle (the metadata's three), pad.
+FIM_TOKENS = ("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|fim_pad|>")
 
 # A few common English merges (pieces in GPT-2 byte-to-unicode form; "Ġ" is a
 # space). Later merges may use the results of earlier ones.
@@ -95,8 +99,11 @@ def special_tokens_of(extra: Sequence[str] = ()) -> list[str]:
     return list(dict.fromkeys((*SPECIAL_TOKENS, *_ALWAYS_SPECIAL, *wanted)))
 
 
-def vocabulary(extra: Sequence[str] = ()) -> tuple[list[str], list[int], list[str]]:
-    """The tiny models' tokens, token types and merges (``extra`` control tokens last)."""
+def vocabulary(
+    extra: Sequence[str] = (), *, fim: bool = False
+) -> tuple[list[str], list[int], list[str]]:
+    """The tiny models' tokens, token types and merges (``extra`` control tokens, then the
+    FIM tokens if ``fim``, last)."""
     byte_map = bytes_to_unicode()
     tokens = [byte_map[b] for b in range(256)]
     types = [int(gguf.TokenType.NORMAL)] * 256
@@ -105,7 +112,7 @@ def vocabulary(extra: Sequence[str] = ()) -> tuple[list[str], list[int], list[st
         merges.append(f"{left} {right}")
         tokens.append(left + right)
         types.append(int(gguf.TokenType.NORMAL))
-    for special in special_tokens_of(extra):
+    for special in (*special_tokens_of(extra), *(FIM_TOKENS if fim else ())):
         if special in tokens:
             continue
         tokens.append(special)
@@ -134,11 +141,13 @@ class Vocab:
     special_tokens: tuple[str, ...] = ()
     eos_token: str = EOS_TOKEN
     eog_tokens: tuple[str, ...] = ()  # up to two more end-of-generation tokens (eot, eom)
+    fim: bool = False  # with the fill-in-the-middle tokens (FIM_TOKENS), last
 
     @property
     def tokens(self) -> tuple[list[str], list[int], list[str]]:
         """(tokens, token types, merges)."""
-        return vocabulary((*self.special_tokens, self.eos_token, *self.eog_tokens))
+        extra = (*self.special_tokens, self.eos_token, *self.eog_tokens)
+        return vocabulary(extra, fim=self.fim)
 
 
 def _wire_bias_channel(out: np.ndarray, eos_id: int, n_special: int) -> None:
@@ -159,9 +168,10 @@ def _wire_bias_channel(out: np.ndarray, eos_id: int, n_special: int) -> None:
 
 
 def _weights(
-    shape: ModelShape, n_vocab: int, eos_id: int, n_special: int
+    shape: ModelShape, n_vocab: int, eos_id: int, n_special: int, n_last: int = 0
 ) -> list[tuple[str, np.ndarray]]:
-    """Seeded random tensors, numpy shapes (rows=outputs, cols=inputs)."""
+    """Seeded random tensors, numpy shapes (rows=outputs, cols=inputs); the rows of the
+    ``n_last`` tokens are drawn after all else, so adding them changes no other tensor."""
     rng = np.random.default_rng(shape.seed)
     d = shape.n_embd
     head_dim = d // shape.n_head
@@ -172,10 +182,8 @@ def _weights(
         """A seeded Gaussian matrix."""
         return (rng.standard_normal((rows, cols), dtype=np.float32) * scale).astype(np.float32)
 
-    embd = mat(n_vocab, d, 1.0)
-    embd[:, 0] = _BIAS_CHANNEL_VALUE  # the constant bias channel
-    out = mat(n_vocab, d, _LOGIT_SCALE / np.sqrt(d))
-    _wire_bias_channel(out, eos_id, n_special)
+    embd = mat(n_vocab - n_last, d, 1.0)
+    out = mat(n_vocab - n_last, d, _LOGIT_SCALE / np.sqrt(d))
     tensors = [("token_embd.weight", embd)]
     for i in range(shape.n_layer):
         blk = f"blk.{i}."
@@ -194,6 +202,12 @@ def _weights(
             if name in ("attn_output.weight", "ffn_down.weight"):
                 w[0, :] = 0.0  # never write the bias channel
             tensors.append((blk + name, w))
+    if n_last:
+        embd = np.concatenate([embd, mat(n_last, d, 1.0)])
+        out = np.concatenate([out, mat(n_last, d, _LOGIT_SCALE / np.sqrt(d))])
+        tensors[0] = ("token_embd.weight", embd)
+    embd[:, 0] = _BIAS_CHANNEL_VALUE  # the constant bias channel
+    _wire_bias_channel(out, eos_id, n_special)
     tensors.append(("output_norm.weight", np.ones(d, dtype=np.float32)))
     tensors.append(("output.weight", out))
     if shape.f16:
@@ -231,6 +245,12 @@ def _write_metadata(
     if len(others) > 1:
         w.add_eom_token_id(tokens.index(others[1]))
     w.add_pad_token_id(tokens.index(BOS_TOKEN))
+    if vocab.fim:
+        keys = gguf.Keys.Tokenizer
+        pre, suf, mid = (tokens.index(t) for t in FIM_TOKENS[:3])
+        w.add_uint32(keys.FIM_PRE_ID, pre)
+        w.add_uint32(keys.FIM_SUF_ID, suf)
+        w.add_uint32(keys.FIM_MID_ID, mid)
     w.add_add_bos_token(False)
     w.add_chat_template(chat_template)
 
@@ -261,7 +281,8 @@ def build_model(
     writer = gguf.GGUFWriter(path, "llama")
     _write_metadata(writer, shape, chat_template, name, vocab)
     eos = tokens.index(vocab.eos_token)
-    for tensor_name, tensor in _weights(shape, len(tokens), eos, n_special):
+    n_fim = len(FIM_TOKENS) if vocab.fim else 0
+    for tensor_name, tensor in _weights(shape, len(tokens), eos, n_special, n_fim):
         writer.add_tensor(tensor_name, tensor)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
@@ -281,6 +302,7 @@ class BuiltinModel:
     context_length: int = 4096
     seed: int = 0
     projector: Literal["vision", "audio"] | None = None  # a tiny mmproj built beside it
+    fim: bool = False  # with fill-in-the-middle tokens (Vocab.fim)
 
     def file_name(self, model_id: str) -> str:
         """Cache file name: the id's last part plus a hash of every build input."""
@@ -293,7 +315,7 @@ class BuiltinModel:
 
 BUILTIN_MODELS: dict[str, BuiltinModel] = {
     "superfluid/tiny-chatml": BuiltinModel(chat_template=CHATML, seed=1),
-    "superfluid/tiny-qwen3": BuiltinModel(chat_template=QWEN3, seed=2),
+    "superfluid/tiny-qwen3": BuiltinModel(chat_template=QWEN3, seed=2, fim=True),
     "superfluid/tiny-vision": BuiltinModel(chat_template=CHATML, seed=3, projector="vision"),
     "superfluid/tiny-audio": BuiltinModel(chat_template=CHATML, seed=4, projector="audio"),
 }
@@ -313,6 +335,7 @@ def ensure_builtin(model_id: str, cache_dir: str | os.PathLike[str]) -> Path:
         context_length=spec.context_length,
         seed=spec.seed,
         name=model_id,
+        vocab=Vocab(fim=True) if spec.fim else None,
     )
 
 
