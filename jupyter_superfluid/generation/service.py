@@ -24,13 +24,10 @@ from jupyter_superfluid.chat.types import (
     ChatEvent,
     ChatMessage,
     ChatRequest,
-    Finished,
-    ItemDone,
     OutputItem,
     PromptProcessed,
     ToolCall,
     ToolSpec,
-    Usage,
 )
 from jupyter_superfluid.engine.base import (
     ContextOverflowError,
@@ -38,9 +35,6 @@ from jupyter_superfluid.engine.base import (
     EngineError,
     EngineUnavailableError,
     GenerateRequest,
-    GenerationFinished,
-    PromptEvaluated,
-    TokenGenerated,
 )
 from jupyter_superfluid.errors import (
     ContextLengthExceeded,
@@ -49,6 +43,7 @@ from jupyter_superfluid.errors import (
     generation_error,
 )
 from jupyter_superfluid.generation import media as media_input
+from jupyter_superfluid.generation.decode import TurnResult, run_generation
 from jupyter_superfluid.generation.prompting import (
     Continuation,
     Prompt,
@@ -68,22 +63,6 @@ from jupyter_superfluid.store import (
 )
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class TurnResult:
-    """What a finished turn produced, as counted by the engine."""
-
-    status: str = "completed"
-    reason: str | None = None
-    usage: Usage = field(default_factory=Usage)
-    items: list[OutputItem] = field(default_factory=list)
-    generated: list[int] = field(default_factory=list)
-    generated_text: str = ""
-    reasoning_tokens: int = 0
-    code: str | None = None  # failed: the engine's machine code, if the engine failed
-    counted: int | None = None  # generated tokens as the engine counts them (a remote may
-    # stream a different number of ids: it re-tokenizes what it cannot send)
 
 
 @dataclass
@@ -239,67 +218,18 @@ class ChatService:
             turn.tools, opens_reasoning=turn.opens_reasoning, forced_call=forces_call(turn)
         )
         stops = StopFilter(turn.request.sampling.stop)
-        result = turn.result
-        prompt_tokens = cached = 0
-        reason = "stop"
-        try:
-            stream = turn.engine.generate(turn.generate)
-        except EngineError as err:
+
+        def refuse(err: EngineError) -> NoReturn:
             raise_refusal(turn, err)
+
+        events = run_generation(turn.engine, turn.generate, parser, stops, turn.result, refuse)
         try:
-            async for event in stream:
-                if isinstance(event, PromptEvaluated):
-                    prompt_tokens, cached = event.prompt_tokens, event.cached_tokens
-                    turn.cached_tokens = cached
-                    yield PromptProcessed(prompt_tokens, cached)
-                elif isinstance(event, TokenGenerated):
-                    # A token generated inside the reasoning section (its closing tag
-                    # included) is a reasoning token: counted as generated, not re-tokenized.
-                    result.reasoning_tokens += parser.in_reasoning
-                    result.generated.append(event.token_id)
-                    result.generated_text += event.text
-                    for out in stops.apply(parser.feed(event.text)):
-                        yield self._track(result, out)
-                    if stops.hit:
-                        reason = "stop"
-                        break
-                elif isinstance(event, GenerationFinished):
-                    reason, result.counted = event.reason, event.completion_tokens
-                    if event.reason == "error":
-                        result.reason, result.code = event.error, event.code
-        except EngineError as err:  # an engine process refuses at the first event, not the call
-            if prompt_tokens or result.generated:
-                raise
-            raise_refusal(turn, err)
+            async for event in events:
+                if isinstance(event, PromptProcessed):
+                    turn.cached_tokens = event.cached_tokens
+                yield event
         finally:
-            await stream.aclose()
-        for out in stops.apply(parser.finish(truncated=reason == "length"), final=True):
-            yield self._track(result, out)
-        yield self._finish(turn, reason, prompt_tokens, cached)
-
-    @staticmethod
-    def _track(result: TurnResult, event: ChatEvent) -> ChatEvent:
-        if isinstance(event, ItemDone):
-            result.items.append(event.item)
-        return event
-
-    @staticmethod
-    def _finish(turn: Turn, reason: str, prompt: int, cached: int) -> Finished:
-        result = turn.result
-        if reason == "length":
-            result.status, result.reason = "incomplete", "max_output_tokens"
-        elif reason == "cancelled":
-            result.status = "cancelled"
-        elif reason == "error":
-            result.status = "failed"
-        output = len(result.generated) if result.counted is None else result.counted
-        result.usage = Usage(
-            input_tokens=prompt,
-            cached_tokens=cached,
-            output_tokens=output,
-            reasoning_tokens=min(result.reasoning_tokens, output),
-        )
-        return Finished(result.status, result.usage, result.reason, result.code)  # type: ignore[arg-type]
+            await events.aclose()
 
     async def collect(self, turn: Turn) -> TurnResult:
         """Run to the end, for non-streaming callers."""
