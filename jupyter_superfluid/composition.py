@@ -27,9 +27,10 @@ from jupyter_superfluid.models.lifecycle import ModelLifecycle
 from jupyter_superfluid.models.registry import DEFAULT_MODELS, ModelRegistry
 from jupyter_superfluid.models.served_set import served_specs
 from jupyter_superfluid.models_api import handlers as models_api_handlers
+from jupyter_superfluid.openai_api import completions_handlers, responses_handlers
 from jupyter_superfluid.openai_api import handlers as openai_handlers
-from jupyter_superfluid.openai_api import responses_handlers
 from jupyter_superfluid.openai_api.chat_completions import ChatCompletions
+from jupyter_superfluid.openai_api.completions import DEFAULT_MAX_TOKENS, Completions
 from jupyter_superfluid.openai_api.responses import Responses
 from jupyter_superfluid.store import Store
 from jupyter_superfluid.web import openapi
@@ -51,6 +52,7 @@ class Composition:
     chat_completions: ChatCompletions
     responses: Responses
     lmsp: Lmsp
+    completions: Completions
 
     @classmethod
     def build(cls, config: Superfluid) -> Composition:
@@ -75,6 +77,7 @@ class Composition:
             ChatCompletions(chat),
             Responses(turns),
             Lmsp.create(turns, store, models, config),
+            Completions(models, default_max_tokens=config.max_tokens or DEFAULT_MAX_TOKENS),
         )
 
     def feature_routes(self) -> list[Route]:
@@ -82,6 +85,7 @@ class Composition:
         return [
             *openai_handlers.routes(models=self.models, chat_completions=self.chat_completions),
             *responses_handlers.routes(responses=self.responses),
+            *completions_handlers.routes(completions=self.completions),
             *lmsp_handlers.routes(lmsp=self.lmsp),
             *models_api_handlers.routes(models=self.models),
         ]

@@ -1,0 +1,39 @@
+"""Thin Tornado handler of ``POST /v1/completions`` (legacy completions); ``routes`` last."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import BaseModel
+
+from jupyter_superfluid.openai_api.completions import Completions, stream_error
+from jupyter_superfluid.openai_api.completions_protocol import CompletionRequest
+from jupyter_superfluid.openai_api.handlers import OpenAIHandler
+from jupyter_superfluid.web.base import Access, Route
+
+
+class CompletionsHandler(OpenAIHandler):
+    """``POST /v1/completions``."""
+
+    scope = {"POST": "responses:write"}
+    request_models: ClassVar[dict[str, type[BaseModel]]] = {"post": CompletionRequest}
+
+    def initialize(self, access: Access, completions: Completions) -> None:
+        """Receive the completions service."""
+        self.access, self.service = access, completions
+
+    async def post(self) -> None:
+        """A text completion (fill-in-the-middle with ``suffix``), streamed or not."""
+        c = await self.service.prepare(self.json_body())
+        if c.request.stream:
+            batches = self.service.stream(c)
+            await self.pump(batches, warm=lambda: c.cached_tokens, on_error=stream_error)
+            return
+        body = await self.service.complete(c)
+        self.set_header("x-superfluid-warm", str(c.result.usage.cached_tokens))
+        self.write_json(body)
+
+
+def routes(*, completions: Completions) -> list[Route]:
+    """The legacy completions URL table (relative to the server's base URL)."""
+    return [(r"/v1/completions", CompletionsHandler, {"completions": completions})]
