@@ -127,6 +127,21 @@ def seeds(rid: str) -> dict[str, dict[str, Any]]:
             "stop": ["x"],
             "seed": 1,
         },
+        "/v1/completions": {
+            "model": QWEN,
+            "prompt": "def f(",
+            "suffix": "\n    return x",
+            "max_tokens": 2,
+            "temperature": 0.5,
+            "top_p": 0.9,
+            "seed": 1,
+            "stop": ["x"],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "logit_bias": {"5": 1},
+            "n": 1,
+            "echo": False,
+        },
         "/v1/responses": {
             "model": QWEN,
             "input": [

@@ -19,6 +19,7 @@ ROUTES = [
     ("GET", "/v1/models", "models:read"),
     ("GET", f"/v1/models/{CHATML}", "models:read"),
     ("POST", "/v1/chat/completions", "responses:write"),
+    ("POST", "/v1/completions", "responses:write"),
     ("POST", "/v1/responses", "responses:write"),
     ("GET", "/v1/responses", "responses:read"),
     ("GET", "/v1/responses/resp_x", "responses:read"),

@@ -29,6 +29,11 @@ def test_openapi_document_is_valid_and_complete(standalone, tmp_path):
     served = served_paths(tmp_path)
     assert served == set(doc["paths"])
     assert {"/v1/responses", "/v1/chat/completions", "/lmsp/v1/tasks/{task_id}/events"} <= served
+    assert "/v1/completions" in served
+    legacy = doc["paths"]["/v1/completions"]["post"]
+    ref = legacy["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    fields = doc["components"]["schemas"][ref.rsplit("/", 1)[1]]["properties"]
+    assert {"model", "prompt", "suffix", "stream_options"} <= set(fields)
     create = doc["paths"]["/v1/responses"]["post"]
     ref = create["requestBody"]["content"]["application/json"]["schema"]["$ref"]
     schema = doc["components"]["schemas"][ref.rsplit("/", 1)[1]]
