@@ -48,10 +48,10 @@ class LmspHandler(ProtocolHandler):
         super().set_default_headers()
         self.set_header("LMSP-Version", VERSION)
 
-    async def prepare(self) -> None:  # type: ignore[override]
-        """Negotiate the version, then check size, auth and scope."""
+    def check_request(self) -> None:
+        """After authentication: negotiate the version, then check the size."""
         check_version(self.request.headers.get("LMSP-Version"))
-        await super().prepare()
+        super().check_request()
 
     def render_error(self, err: APIError) -> None:
         """Write ``err`` as an RFC 9457 problem document."""

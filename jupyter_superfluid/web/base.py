@@ -70,6 +70,10 @@ def status_error(status: int, message: str | None = None) -> APIError:
     return APIError(text, status=status, code=codes.get(status, "invalid_request"))
 
 
+def _no_form_parsing() -> None:
+    """Stands in for tornado's form-body parsing, which these JSON APIs do not use."""
+
+
 class ProtocolHandler(web.RequestHandler):
     """Common ground of every superfluid handler, on either host.
 
@@ -82,6 +86,12 @@ class ProtocolHandler(web.RequestHandler):
     scope: ClassVar[dict[str, str]] = {}  # method -> LMSP scope needed
     access: Access
     principal: Principal
+
+    def __init__(self, application: Any, request: Any, **kwargs: Any) -> None:
+        # Bodies are JSON, read after authentication: tornado's form parsing, which
+        # refuses a malformed form body (400) before ``prepare``, is switched off.
+        setattr(request, "_parse_body", _no_form_parsing)  # noqa: B010
+        super().__init__(application, request, **kwargs)
 
     # -- auth ---------------------------------------------------------------
 
@@ -107,7 +117,15 @@ class ProtocolHandler(web.RequestHandler):
         return principal
 
     async def prepare(self) -> None:  # type: ignore[override]
-        """Check the body size and authenticate before any method runs."""
+        """Authenticate first (nothing about the request is judged before), then the size."""
+        self.principal = await self.authenticate()
+        self.check_request()
+        needed = self.scope.get(self.request.method or "")
+        if needed and not self.principal.has_scope(needed):
+            raise Forbidden(f"this key lacks the scope {needed}", code="insufficient_scope")
+
+    def check_request(self) -> None:
+        """What an authenticated request is checked for before its method runs: the body size."""
         length = int(self.request.headers.get("Content-Length") or 0)
         limit = self.access.max_request_bytes
         if length > limit:
@@ -116,10 +134,6 @@ class ProtocolHandler(web.RequestHandler):
                 status=413,
                 code="request_too_large",
             )
-        self.principal = await self.authenticate()
-        needed = self.scope.get(self.request.method or "")
-        if needed and not self.principal.has_scope(needed):
-            raise Forbidden(f"this key lacks the scope {needed}", code="insufficient_scope")
 
     # -- bodies -------------------------------------------------------------
 
@@ -212,12 +226,12 @@ class JupyterAuthMixin:
         try:
             await _jupyter_prepare(handler)
         except web.HTTPError as err:
-            if getattr(handler, "_jupyter_current_user", None) is None:
+            if getattr(handler, "_jupyter_current_user", None) is None or _wrong_token(handler):
                 raise Unauthorized(JUPYTER_KEY_HELP, code="invalid_api_key") from err
             # Jupyter knows the user (a cookie) but refused the request (XSRF, origin).
             raise Forbidden(err.log_message or "refused by Jupyter") from err
         user = getattr(handler, "_jupyter_current_user", None)
-        if user is None:
+        if user is None or _wrong_token(handler):
             raise Unauthorized(JUPYTER_KEY_HELP, code="invalid_api_key")
         return keys.jupyter_principal(getattr(user, "username", str(user)))
 
@@ -235,6 +249,18 @@ class JupyterAuthMixin:
         current = handler._headers.get("Content-Type") or "application/json"
         kwargs.setdefault("set_content_type", current)
         return super().finish(*args, **kwargs)  # type: ignore[misc]
+
+
+def _wrong_token(handler: Any) -> bool:
+    """An explicit credential that is neither a superfluid key nor Jupyter's token.
+
+    It is a 401 even when the client also carries Jupyter's login cookie (the openai
+    SDK keeps the cookie an earlier answer set): the key it was given is wrong.
+    """
+    if handler.bearer_token() is None or handler.token_authenticated:
+        return False
+    # With Jupyter's auth off, anyone is let in, whatever credential is sent.
+    return bool(getattr(handler.identity_provider, "auth_enabled", True))
 
 
 async def _jupyter_prepare(handler: Any) -> None:
