@@ -4,6 +4,8 @@ Validation is strict about types (a string is not a number here), names the
 field at fault in every 400, and ignores unknown top-level fields so that a
 later minor version's fields do not break this service. Input items are
 validated one by one, so that ``param`` reads ``input[2].content[0].text``.
+They are ``generation.wire``'s item models narrowed to LMSP 1.0 (subclasses), so
+the chat path reads them as validated, with no second parse.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from jupyter_superfluid.errors import InvalidRequest, UnsupportedCapability
+from jupyter_superfluid.generation import wire
 from jupyter_superfluid.lmsp.problems import UnsupportedExtension, UnsupportedVersion
 from jupyter_superfluid.validation import parse
 
@@ -25,18 +28,18 @@ class _Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
 
-class _Open(BaseModel):
-    model_config = ConfigDict(strict=True, extra="allow")
+# -- input items: generation.wire's models, narrowed to what LMSP 1.0 takes -------------
+# Subclasses, so that the validated items go to the chat path (messages_from_items)
+# as they are; the names are wire's, the shapes section 6.1's.
 
 
-class TextPart(_Open):
+class TextPart(wire.TextPart):
     """A text content part (``output_text`` when an assistant turn is sent back)."""
 
     type: Literal["input_text", "output_text"]
-    text: str
 
 
-class ReservedPart(_Open):
+class ReservedPart(wire.Wire):
     """Image, audio and file content: reserved for a later LMSP version."""
 
     type: Literal["input_image", "input_audio", "input_file"]
@@ -45,48 +48,37 @@ class ReservedPart(_Open):
 Part = Annotated[TextPart | ReservedPart, Field(discriminator="type")]
 
 
-class MessageItem(_Open):
+class MessageItem(wire.MessageItem):
     """A message input item; ``id`` and other output fields are accepted back."""
 
-    type: Literal["message"] = "message"
     role: Literal["system", "user", "assistant"]
-    content: Annotated[list[Part], Field(max_length=1024)]
+    # A list of parts, never a string; reserved parts are refused by parse_request.
+    content: Annotated[list[Part], Field(max_length=wire.MAX_PARTS)]  # type: ignore[assignment]
 
 
-class FunctionCallItem(_Open):
+class FunctionCallItem(wire.FunctionCallItem):
     """A ``function_call`` item, as the service returned it."""
 
-    type: Literal["function_call"]
-    call_id: str = Field(min_length=1, max_length=256)
-    name: str = Field(min_length=1, max_length=128)
-    arguments: str
+    # The length first, so that a long name is told so; then wire's pattern.
+    name: str = Field(min_length=1, max_length=128, pattern=wire.NAME)
 
 
-class FunctionCallOutputItem(_Open):
-    """The client's result of a function call."""
+class FunctionCallOutputItem(wire.FunctionCallOutputItem):
+    """The client's result of a function call: a string (6.5)."""
 
-    type: Literal["function_call_output"]
-    call_id: str = Field(min_length=1, max_length=256)
     output: str
 
 
-class SummaryPart(_Open):
+class SummaryPart(wire.TextPart):
     """A ``summary_text`` part of a reasoning item."""
 
     type: Literal["summary_text"]
-    text: str
 
 
-class ReasoningItem(_Open):
+class ReasoningItem(wire.ReasoningItem):
     """A ``reasoning`` item, as the service returned it."""
 
-    type: Literal["reasoning"]
-    summary: Annotated[list[SummaryPart], Field(max_length=1024)]
-
-
-def _item_tag(value: Any) -> str | None:
-    kind = value.get("type", "message") if isinstance(value, dict) else getattr(value, "type", None)
-    return kind if isinstance(kind, str) else None
+    summary: Annotated[list[SummaryPart], Field(max_length=wire.MAX_PARTS)]  # type: ignore[assignment]
 
 
 InputItem = Annotated[
@@ -94,17 +86,14 @@ InputItem = Annotated[
     | Annotated[FunctionCallItem, Tag("function_call")]
     | Annotated[FunctionCallOutputItem, Tag("function_call_output")]
     | Annotated[ReasoningItem, Tag("reasoning")],
-    Discriminator(_item_tag),
+    Discriminator(wire._item_tag),  # wire's: its name is in pydantic's messages
 ]
 
 
-class LmspFunctionTool(_Open):
-    """A function tool the client executes (section 6.5)."""
+class LmspFunctionTool(wire.FunctionTool):
+    """A function tool the client executes (section 6.5); its name has no ``:``."""
 
-    type: Literal["function"]
     name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$")
-    description: str | None = None
-    parameters: dict[str, Any] | None = None
 
 
 class LmspToolChoice(_Strict):
@@ -114,7 +103,7 @@ class LmspToolChoice(_Strict):
     name: str = Field(min_length=1)
 
 
-class LmspJsonSchema(_Open):
+class LmspJsonSchema(wire.Wire):
     """``{"name": ..., "schema": {...}}`` of a json_schema response format."""
 
     name: str = Field(min_length=1, max_length=64)
@@ -150,11 +139,11 @@ class SuperfluidExtension(_Strict):
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
 
 
-class LmspCreateRequest(_Open):
+class LmspCreateRequest(wire.Wire):
     """``POST /lmsp/v1/responses`` (and the body of ``POST /lmsp/v1/tasks``)."""
 
     model: str = Field(min_length=1)
-    input: Annotated[list[InputItem], Field(min_length=1, max_length=4096)]
+    input: Annotated[list[InputItem], Field(min_length=1, max_length=wire.MAX_ITEMS)]
     stream: bool = False
     max_output_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0, le=2)
@@ -187,7 +176,7 @@ def parse_request(body: dict[str, Any]) -> LmspCreateRequest:
 
 
 def input_items(req: LmspCreateRequest) -> list[dict[str, Any]]:
-    """The validated input items as JSON (what the store keeps and the chat path reads)."""
+    """The validated input items as the JSON the store keeps."""
     return [item.model_dump(exclude_none=True) for item in req.input]
 
 

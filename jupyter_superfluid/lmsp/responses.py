@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from jupyter_superfluid.chat.types import ChatRequest, ChatSampling, OutputFormat
-from jupyter_superfluid.generation.items import messages_from_json, to_tool_choice, to_tools
+from jupyter_superfluid.generation.items import messages_from_items, to_tool_choice, to_tools
 from jupyter_superfluid.generation.service import ensure_messages
 from jupyter_superfluid.generation.stored_turns import PreparedTurn, StoredTurns
-from jupyter_superfluid.generation.wire import FunctionChoice, FunctionTool
+from jupyter_superfluid.generation.wire import FunctionChoice
 from jupyter_superfluid.lmsp import capabilities
 from jupyter_superfluid.lmsp.events import LmspEncoder, Stamped, response_object
 from jupyter_superfluid.lmsp.idempotency import Claim
@@ -30,7 +30,7 @@ from jupyter_superfluid.lmsp.protocol import (
 )
 from jupyter_superfluid.models.hub import ModelHub
 from jupyter_superfluid.store import IdempotentResult
-from jupyter_superfluid.validation import check_schema, parse
+from jupyter_superfluid.validation import check_schema
 from jupyter_superfluid.web.auth import Principal
 
 
@@ -70,15 +70,9 @@ class LmspResponses:
         model = await self.models.get(req.model)
         caps = capabilities.model_capabilities(model.codec)
         capabilities.check(req.model, caps, req, ext, task=task)
-        items = input_items(req)
-        messages = messages_from_json(items)
+        messages = messages_from_items(req.input)  # wire's items, as validated
         ensure_messages(messages, param="input")
-        tools = to_tools(
-            [
-                parse(FunctionTool, t.model_dump(exclude_none=True), prefix=f"tools[{i}]")
-                for i, t in enumerate(req.tools)
-            ]
-        )
+        tools = to_tools(req.tools)
         choice = req.tool_choice
         raw_choice = choice if isinstance(choice, str) else FunctionChoice(**choice.model_dump())
         cont, _ = await self.turns.continuation(req.previous_response_id, principal.owner)
@@ -98,7 +92,7 @@ class LmspResponses:
             protocol="lmsp",
             store=req.store,
             previous_response_id=req.previous_response_id,
-            input_items=items,
+            input_items=input_items(req),
             echo={},
         )
         return LmspTurn(req, prepared, LmspEncoder(prepared.id))

@@ -13,12 +13,14 @@ from jupyter_superfluid.chat.types import (
     TextDelta,
     Usage,
 )
-from jupyter_superfluid.errors import Unauthorized, UnsupportedCapability
+from jupyter_superfluid.errors import APIError, Unauthorized, UnsupportedCapability
+from jupyter_superfluid.generation import wire
+from jupyter_superfluid.generation.items import messages_from_items, messages_from_json
 from jupyter_superfluid.generation.stored import StoredResponse
 from jupyter_superfluid.lmsp import capabilities
 from jupyter_superfluid.lmsp.events import LmspEncoder
 from jupyter_superfluid.lmsp.problems import problem
-from jupyter_superfluid.lmsp.protocol import parse_request, superfluid_extension
+from jupyter_superfluid.lmsp.protocol import input_items, parse_request, superfluid_extension
 
 from .helpers import request
 
@@ -127,3 +129,70 @@ def test_an_invalid_key_is_lmsp_unauthorized():
         "detail": "no such key",
         "code": "unauthorized",
     }
+
+
+SENT_BACK = [
+    {"role": "user", "content": [{"type": "input_text", "text": "weather?"}]},
+    {"id": "rs_1", "type": "reasoning", "summary": [{"type": "summary_text", "text": "ask"}]},
+    {"id": "fc_1", "type": "function_call", "call_id": "c1", "name": "get", "arguments": "{}"},
+    {"type": "function_call_output", "call_id": "c1", "output": "17", "note": None},
+]
+
+
+def test_input_items_are_wire_items_and_stored_as_sent():
+    # Parsed once: the chat path reads the validated items; the store keeps them as JSON.
+    req = parse_request({"model": "m", "input": SENT_BACK})
+    kinds = (
+        wire.MessageItem,
+        wire.ReasoningItem,
+        wire.FunctionCallItem,
+        wire.FunctionCallOutputItem,
+    )
+    assert all(isinstance(i, k) for i, k in zip(req.input, kinds, strict=True))
+    stored = input_items(req)
+    assert stored[0] == {"type": "message", **SENT_BACK[0]}
+    assert stored[1:3] == [
+        {"type": "reasoning", "summary": [{"type": "summary_text", "text": "ask"}], "id": "rs_1"},
+        {"type": "function_call", "call_id": "c1", "name": "get", "arguments": "{}", "id": "fc_1"},
+    ]
+    assert stored[3] == {"type": "function_call_output", "call_id": "c1", "output": "17"}
+    assert messages_from_items(req.input) == messages_from_json(stored)
+
+
+BAD = "invalid_request"
+
+
+@pytest.mark.parametrize(
+    ("item", "code", "param"),
+    [
+        (
+            {"role": "user", "content": [{"type": "input_audio"}]},
+            "unsupported_capability",
+            "input[0].content[0].type",
+        ),
+        ({"role": "user", "content": "hi"}, BAD, "input[0].content"),
+        ({"role": "developer", "content": []}, BAD, "input[0].role"),
+        ({"type": "function_call_output", "call_id": "c", "output": []}, BAD, "input[0].output"),
+        (
+            {"type": "function_call", "call_id": "c", "name": "a b", "arguments": ""},
+            BAD,
+            "input[0].name",
+        ),
+        (
+            {"type": "function_call", "call_id": "c", "name": "f", "arguments": "", "namespace": 1},
+            BAD,
+            "input[0].namespace",
+        ),
+        (
+            {"type": "reasoning", "summary": [{"type": "reasoning_text", "text": "x"}]},
+            BAD,
+            "input[0].summary[0].type",
+        ),
+        ({"type": "item_reference", "id": "x"}, BAD, "input[0].type"),
+    ],
+)
+def test_lmsp_narrows_wire_items(item, code, param):
+    # What LMSP 1.0 takes is narrower than wire's items; each fault names its field.
+    with pytest.raises(APIError) as info:
+        parse_request({"model": "m", "input": [item]})
+    assert (info.value.code, info.value.param) == (code, param)
