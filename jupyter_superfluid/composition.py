@@ -31,6 +31,7 @@ from jupyter_superfluid.openai_api import completions_handlers, responses_handle
 from jupyter_superfluid.openai_api import handlers as openai_handlers
 from jupyter_superfluid.openai_api.chat_completions import ChatCompletions
 from jupyter_superfluid.openai_api.completions import DEFAULT_MAX_TOKENS, Completions
+from jupyter_superfluid.openai_api.input_tokens import routes as input_tokens_routes
 from jupyter_superfluid.openai_api.responses import Responses
 from jupyter_superfluid.store import Store
 from jupyter_superfluid.web import openapi
@@ -84,6 +85,7 @@ class Composition:
         """Every feature's URL table, each given only its own dependencies."""
         return [
             *openai_handlers.routes(models=self.models, chat_completions=self.chat_completions),
+            *input_tokens_routes(responses=self.responses),  # before /v1/responses/{id}
             *responses_handlers.routes(responses=self.responses),
             *completions_handlers.routes(completions=self.completions),
             *lmsp_handlers.routes(lmsp=self.lmsp),

@@ -21,6 +21,7 @@ ROUTES = [
     ("POST", "/v1/chat/completions", "responses:write"),
     ("POST", "/v1/completions", "responses:write"),
     ("POST", "/v1/responses", "responses:write"),
+    ("POST", "/v1/responses/input_tokens", "responses:read"),
     ("GET", "/v1/responses", "responses:read"),
     ("GET", "/v1/responses/resp_x", "responses:read"),
     ("DELETE", "/v1/responses/resp_x", "responses:write"),
