@@ -2,7 +2,7 @@
 
 ``LmspHandler`` adds LMSP's ground rules to the shared base handler: version
 negotiation (``LMSP-Version`` on every answer), problem documents for every
-error (ours, auth's and tornado's own), and the SSE pump with numbered events.
+error (ours, auth's and tornado's own). Its streams are ``lmsp.streams``' answers.
 """
 
 from __future__ import annotations
@@ -10,12 +10,10 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 from jupyter_superfluid.errors import APIError, InvalidRequest, NotFound
 from jupyter_superfluid.lmsp.discovery import Discovery
-from jupyter_superfluid.lmsp.events import Stamped
 from jupyter_superfluid.lmsp.idempotency import (
     KEY_HEADER,
     REPLAYED_HEADER,
@@ -27,9 +25,9 @@ from jupyter_superfluid.lmsp.problems import CONTENT_TYPE, problem
 from jupyter_superfluid.lmsp.protocol import VERSION, LmspCreateRequest, check_version
 from jupyter_superfluid.lmsp.responses import LmspResponses
 from jupyter_superfluid.lmsp.service import Lmsp
+from jupyter_superfluid.lmsp.streams import followed, replayed
 from jupyter_superfluid.lmsp.tasks import TaskRunner, task_object
 from jupyter_superfluid.web.base import Access, ProtocolHandler, Route
-from jupyter_superfluid.web.sse import SSE
 
 log = logging.getLogger(__name__)
 
@@ -67,24 +65,6 @@ class LmspHandler(ProtocolHandler):
         path = self.request.path
         return path[: path.index(PREFIX) + len(PREFIX)]
 
-    # -- server-sent events ----------------------------------------------------
-
-    async def pump_events(
-        self,
-        batches: AsyncIterator[list[Stamped]],
-        *,
-        warm: Callable[[], int] | None = None,
-        on_error: Callable[[APIError], list[Stamped]] | None = None,
-        headers_first: bool = False,
-    ) -> None:
-        """Send numbered LMSP events through the one SSE pump."""
-
-        def failed(err: APIError) -> list[SSE]:
-            unnumbered: Stamped = (None, "error", {"error": problem(err)})
-            return sse_batch(on_error(err) if on_error else [unnumbered])
-
-        await self.pump(_as_sse(batches), warm=warm, on_error=failed, headers_first=headers_first)
-
 
 class DiscoveryHandler(LmspHandler):
     """Base of the handlers that describe the service and its models."""
@@ -113,7 +93,7 @@ class CreatingHandler(LmspHandler):
         self.set_header(REPLAYED_HEADER, "true")
         kind = result.get("kind")
         if kind == "stream":
-            await self.pump_events(_once([tuple(e) for e in result["events"]]))
+            await self.answer(replayed(result["events"]))
         elif kind == "task":
             record = await self.tasks.get(result["task_id"], self.principal)
             self.write_json(task_object(record, self.base() + "/tasks"), status=202)
@@ -175,20 +155,9 @@ class ResponsesHandler(CreatingHandler):
         if isinstance(outcome, Replay):
             await self.replay(outcome.result)
             return
-        service = self.responses
         try:
-            lt = await service.prepare(body, self.principal)
-            if lt.req.stream:
-                await self.pump_events(
-                    service.stream(lt, outcome),
-                    warm=lambda: lt.prepared.turn.cached_tokens,
-                    on_error=lt.encoder.error,
-                )
-                return
-            result = await service.create(lt, outcome)
-            warm = lt.prepared.turn.result.usage.cached_tokens
-            self.set_header("x-superfluid-warm", str(warm))
-            self.write_json(result)
+            lt = await self.responses.prepare(body, self.principal)
+            await self.answer(await self.responses.answer(lt, outcome))
         finally:
             if outcome is not None:
                 await outcome.release()  # a no-op once its result is recorded
@@ -253,7 +222,7 @@ class TaskEventsHandler(TaskHandlerBase):
         await runner.get(task_id, self.principal)
         after, param = self.resume_point()
         await runner.check_retained(task_id, after, param)
-        await self.pump_events(_numbered(runner.follow(task_id, after)), headers_first=True)
+        await self.answer(followed(runner.follow(task_id, after)))
 
     def resume_point(self) -> tuple[int, str]:
         """The last id the client saw, and where it said so; ``after`` wins."""
@@ -288,28 +257,6 @@ class UnknownHandler(LmspHandler):
         raise NotFound(f"no LMSP endpoint at {self.request.path}", code="not_found")
 
     get = post = put = patch = delete = _unknown  # type: ignore[assignment]
-
-
-def sse_batch(events: list[Stamped]) -> list[SSE]:
-    """Numbered LMSP events as server-sent events."""
-    return [SSE.json(data, event=name, id=number) for number, name, data in events]
-
-
-async def _as_sse(batches: AsyncIterator[list[Stamped]]) -> AsyncGenerator[list[SSE], None]:
-    try:
-        async for batch in batches:
-            yield sse_batch(batch)
-    finally:
-        await batches.aclose()  # type: ignore[attr-defined]
-
-
-async def _once(events: list[Any]) -> AsyncGenerator[list[Stamped], None]:
-    yield events
-
-
-async def _numbered(events: AsyncIterator[Any]) -> AsyncGenerator[list[Stamped], None]:
-    async for event in events:
-        yield [(event.seq, event.event, event.data)]
 
 
 def _event_id(text: str, param: str) -> int:

@@ -28,9 +28,11 @@ from jupyter_superfluid.lmsp.protocol import (
     parse_request,
     superfluid_extension,
 )
+from jupyter_superfluid.lmsp.streams import events_answer
 from jupyter_superfluid.models.hub import ModelHub
 from jupyter_superfluid.store import IdempotentResult
 from jupyter_superfluid.validation import check_schema
+from jupyter_superfluid.web.answer import Answer
 from jupyter_superfluid.web.auth import Principal
 
 
@@ -98,6 +100,16 @@ class LmspResponses:
         return LmspTurn(req, prepared, LmspEncoder(prepared.id))
 
     # -- running ---------------------------------------------------------------
+
+    async def answer(self, lt: LmspTurn, claim: Claim | None = None) -> Answer:
+        """Run ``lt``: its numbered events when it streams, else the response object."""
+        if lt.req.stream:
+            turn = lt.prepared.turn
+            return events_answer(
+                self.stream(lt, claim), warm=lambda: turn.cached_tokens, on_error=lt.encoder.error
+            )
+        body = await self.create(lt, claim)
+        return Answer(body=body, warm=lambda: lt.prepared.turn.result.usage.cached_tokens)
 
     async def stream(
         self, lt: LmspTurn, claim: Claim | None = None

@@ -36,6 +36,7 @@ from jupyter_superfluid.openai_api.protocol import (
     parse,
 )
 from jupyter_superfluid.validation import check_schema
+from jupyter_superfluid.web.answer import Answer
 from jupyter_superfluid.web.sse import SSE
 
 ROLES = {
@@ -191,6 +192,15 @@ class ChatCompletions:
         """Validate and render a request."""
         req = parse(ChatCompletionRequest, body)
         return req, await self.chat.prepare(to_chat_request(req))
+
+    async def answer(self, body: dict[str, Any]) -> Answer:
+        """A chat completion for ``body``: its chunks when it streams, else the object."""
+        req, turn = await self.prepare(body)
+        if req.stream:
+            chunks = self.stream(req, turn)
+            return Answer(batches=chunks, warm=lambda: turn.cached_tokens, on_error=stream_error)
+        completion = await self.complete(req, turn)
+        return Answer(body=completion, warm=lambda: turn.result.usage.cached_tokens)
 
     async def complete(self, req: ChatCompletionRequest, turn: Turn) -> dict[str, Any]:
         """Run to the end and return the chat.completion object (logged first)."""

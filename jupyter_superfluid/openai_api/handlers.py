@@ -7,7 +7,7 @@ from typing import ClassVar
 from pydantic import BaseModel
 
 from jupyter_superfluid.models.hub import ModelHub
-from jupyter_superfluid.openai_api.chat_completions import ChatCompletions, stream_error
+from jupyter_superfluid.openai_api.chat_completions import ChatCompletions
 from jupyter_superfluid.openai_api.models import model_list, model_object
 from jupyter_superfluid.openai_api.protocol import ChatCompletionRequest
 from jupyter_superfluid.web.base import Access, ProtocolHandler, Route
@@ -57,14 +57,7 @@ class ChatCompletionsHandler(OpenAIHandler):
 
     async def post(self) -> None:
         """A chat completion, streamed or not."""
-        req, turn = await self.service.prepare(self.json_body())
-        if req.stream:
-            batches = self.service.stream(req, turn)
-            await self.pump(batches, warm=lambda: turn.cached_tokens, on_error=stream_error)
-            return
-        body = await self.service.complete(req, turn)
-        self.set_header("x-superfluid-warm", str(turn.result.usage.cached_tokens))
-        self.write_json(body)
+        await self.answer(await self.service.answer(self.json_body()))
 
 
 def routes(*, models: ModelHub, chat_completions: ChatCompletions) -> list[Route]:

@@ -7,7 +7,7 @@ conversation forked warm or rebuilt); ``create`` and ``stream`` run it through
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from jupyter_superfluid.chat.types import ChatRequest, ChatSampling
@@ -25,10 +25,10 @@ from jupyter_superfluid.generation.wire import FunctionTool
 from jupyter_superfluid.openai_api.events import ResponsesEncoder
 from jupyter_superfluid.openai_api.protocol import ListQuery, ResponseCreateRequest, parse
 from jupyter_superfluid.openai_api.stored import response_body
+from jupyter_superfluid.web.answer import Answer
 from jupyter_superfluid.web.auth import Principal
 from jupyter_superfluid.web.sse import SSE
 
-ErrorEvents = Callable[[APIError], list[SSE]]
 ECHOED = (
     "instructions",
     "max_output_tokens",
@@ -92,13 +92,20 @@ class Responses:
             echo=_echo(req),
         )
 
+    async def answer(self, body: dict[str, Any], principal: Principal) -> Answer:
+        """A response for ``body``: its events when it streams, else the response object."""
+        req, pt = await self.prepare(body, principal)
+        if req.stream:
+            return self.stream(pt)
+        return Answer(body=await self.create(pt), warm=lambda: pt.turn.result.usage.cached_tokens)
+
     async def create(self, pt: PreparedTurn) -> dict[str, Any]:
         """Run to the end; the stored response object."""
         return response_body(await self.turns.complete(pt, SilentEncoder()))
 
-    def stream(self, pt: PreparedTurn) -> tuple[AsyncIterator[list[SSE]], ErrorEvents]:
-        """Batches of events numbered from 0, the final one after the response is stored;
-        and the events that end the stream on an error after it began."""
+    def stream(self, pt: PreparedTurn) -> Answer:
+        """Its events numbered from 0, the final one after the response is stored, and the
+        events that end the stream on an error after it began."""
         encoder = ResponsesEncoder(pt.id)
 
         async def batches() -> AsyncGenerator[list[SSE], None]:
@@ -113,7 +120,7 @@ class Responses:
             events = encoder.error(err.code, err.message, err.param, err.type)
             return [SSE.json(e, event=e["type"]) for e in events]
 
-        return batches(), on_error
+        return Answer(batches=batches(), warm=lambda: pt.turn.cached_tokens, on_error=on_error)
 
     # -- stored objects -------------------------------------------------------
 

@@ -30,14 +30,7 @@ class ResponsesHandler(StoredResponsesHandler):
 
     async def post(self) -> None:
         """Create a response, streamed or not."""
-        req, pt = await self.responses.prepare(self.json_body(), self.principal)
-        if req.stream:
-            batches, on_error = self.responses.stream(pt)
-            await self.pump(batches, warm=lambda: pt.turn.cached_tokens, on_error=on_error)
-            return
-        body = await self.responses.create(pt)
-        self.set_header("x-superfluid-warm", str(pt.turn.result.usage.cached_tokens))
-        self.write_json(body)
+        await self.answer(await self.responses.answer(self.json_body(), self.principal))
 
     async def get(self) -> None:
         """Stored responses of this principal, newest first."""

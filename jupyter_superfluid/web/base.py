@@ -23,6 +23,7 @@ from tornado import web
 from jupyter_superfluid.errors import APIError, Forbidden, InvalidRequest, Unauthorized
 from jupyter_superfluid.validation import json_document
 from jupyter_superfluid.web import sse
+from jupyter_superfluid.web.answer import Answer
 from jupyter_superfluid.web.auth import KeyRing, Principal
 from jupyter_superfluid.web.sse import SSE
 
@@ -186,6 +187,20 @@ class ProtocolHandler(web.RequestHandler):
 
     # -- server-sent events ------------------------------------------------
 
+    async def answer(self, answer: Answer) -> None:
+        """Finish with ``answer``: its body as JSON, or its batches through the one SSE pump."""
+        if answer.batches is None:
+            answer.set_warm(self)
+            self.write_json(answer.body, status=answer.status)
+            return
+        await sse.pump(
+            self,
+            answer.batches,
+            before_first=lambda: answer.set_warm(self),
+            on_error=answer.on_error,
+            headers_first=answer.headers_first,
+        )
+
     async def pump(
         self,
         batches: AsyncIterator[list[SSE]],
@@ -194,8 +209,9 @@ class ProtocolHandler(web.RequestHandler):
         on_error: Callable[[APIError], list[SSE]] | None = None,
         headers_first: bool = False,
     ) -> None:
-        """Stream ``batches`` as server-sent events (see ``web.sse.pump``)."""
-        await sse.pump(self, batches, warm=warm, on_error=on_error, headers_first=headers_first)
+        """Stream ``batches`` as server-sent events (``answer`` with no body)."""
+        answer = Answer(batches=batches, warm=warm, on_error=on_error, headers_first=headers_first)
+        await self.answer(answer)
 
     def on_connection_close(self) -> None:
         """Tornado's hook: the client went away."""

@@ -2,11 +2,11 @@
 
 A protocol hands ``pump`` an async iterator of event batches (its encoder's
 output) and, for errors after the stream began, the events its error shape
-needs. The pump sets ``x-superfluid-warm`` once, before the headers go out;
-writes every event that is ready and flushes once per event-loop wake-up
-(``SseWriter``: one flush in flight at a time, as tornado needs); and cancels
-the generation when the client goes away (closing the iterator stops the
-engine at its next token).
+needs. The pump runs ``before_first`` once, while the headers can still be set
+(``web.answer`` sets ``x-superfluid-warm`` there); writes every event that is
+ready and flushes once per event-loop wake-up (``SseWriter``: one flush in
+flight at a time, as tornado needs); and cancels the generation when the client
+goes away (closing the iterator stops the engine at its next token).
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ async def pump(
     handler: web.RequestHandler,
     batches: AsyncIterator[list[SSE]],
     *,
-    warm: Callable[[], int] | None = None,
+    before_first: Callable[[], None] | None = None,
     on_error: Callable[[APIError], list[SSE]] | None = None,
     headers_first: bool = False,
 ) -> None:
@@ -138,14 +138,14 @@ async def pump(
     handler.set_header("Content-Type", "text/event-stream; charset=utf-8")
     handler.set_header("Cache-Control", "no-cache")
     handler.set_header("X-Accel-Buffering", "no")
-    warm_sent = False
+    started = False
     try:
         if headers_first:
             await writer.flush_now()
         async for batch in batches:
-            if not warm_sent and warm is not None and not handler._headers_written:
-                handler.set_header("x-superfluid-warm", str(warm()))
-            warm_sent = True
+            if not started and before_first is not None and not handler._headers_written:
+                before_first()
+            started = True
             writer.write(batch)
             await writer.pace()
     except asyncio.CancelledError:
