@@ -42,8 +42,9 @@ from jupyter_superfluid.builtin_models.templates import CHATML, QWEN3, SPECIAL_T
 BUILDER_VERSION = 1
 EOS_TOKEN = "<|im_end|>"
 BOS_TOKEN = "<|endoftext|>"
-# Qwen's fill-in-the-middle tokens: prefix, suffix, middle (the metadata's three), pad.
-FIM_TOKENS = ("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|fim_pad|>")
+# Qwen's fill-in-the-middle tokens: prefix, suffix, middle. Not <|fim_pad|>: llama.cpp
+# makes it an end-of-generation token, which would let the tiny model end on it.
+FIM_TOKENS = ("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>")
 
 # A few common English merges (pieces in GPT-2 byte-to-unicode form; "Ġ" is a
 # space). Later merges may use the results of earlier ones.
@@ -247,7 +248,7 @@ def _write_metadata(
     w.add_pad_token_id(tokens.index(BOS_TOKEN))
     if vocab.fim:
         keys = gguf.Keys.Tokenizer
-        pre, suf, mid = (tokens.index(t) for t in FIM_TOKENS[:3])
+        pre, suf, mid = (tokens.index(t) for t in FIM_TOKENS)
         w.add_uint32(keys.FIM_PRE_ID, pre)
         w.add_uint32(keys.FIM_SUF_ID, suf)
         w.add_uint32(keys.FIM_MID_ID, mid)

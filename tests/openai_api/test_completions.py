@@ -112,7 +112,7 @@ def test_fim_prompt_ids_from_metadata_and_from_spellings(sf_models: dict[str, Pa
     engine = LlamaEngine.load(QWEN, sf_models[QWEN])
     plain = LlamaEngine.load(CHATML, sf_models[CHATML])
     try:
-        fim = tuple(engine.tokenize(t)[0] for t in FIM_TOKENS[:3])
+        fim = tuple(engine.tokenize(t)[0] for t in FIM_TOKENS)
         assert engine.info.fim_tokens == fim_tokens(engine) == fim
         pre, suf = text_tokens(engine, PREFIX), text_tokens(engine, SUFFIX)
         assert fim_prompt(engine, fim, pre, suf) == [fim[0], *pre, fim[1], *suf, fim[2]]
