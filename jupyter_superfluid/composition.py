@@ -27,10 +27,15 @@ from jupyter_superfluid.models.lifecycle import ModelLifecycle
 from jupyter_superfluid.models.registry import DEFAULT_MODELS, ModelRegistry
 from jupyter_superfluid.models.served_set import served_specs
 from jupyter_superfluid.models_api import handlers as models_api_handlers
-from jupyter_superfluid.openai_api import completions_handlers, responses_handlers
+from jupyter_superfluid.openai_api import (
+    completions_handlers,
+    conversations_handlers,
+    responses_handlers,
+)
 from jupyter_superfluid.openai_api import handlers as openai_handlers
 from jupyter_superfluid.openai_api.chat_completions import ChatCompletions
 from jupyter_superfluid.openai_api.completions import DEFAULT_MAX_TOKENS, Completions
+from jupyter_superfluid.openai_api.conversations import Conversations
 from jupyter_superfluid.openai_api.input_tokens import routes as input_tokens_routes
 from jupyter_superfluid.openai_api.responses import Responses
 from jupyter_superfluid.store import Store
@@ -54,6 +59,7 @@ class Composition:
     responses: Responses
     lmsp: Lmsp
     completions: Completions
+    conversations: Conversations
 
     @classmethod
     def build(cls, config: Superfluid) -> Composition:
@@ -69,6 +75,7 @@ class Composition:
         models = ModelHub(_lifecycle(config, store))
         chat = ChatService(models, store, default_max_tokens=config.max_tokens)
         turns = StoredTurns(chat, store)
+        conversations = Conversations(store)
         return cls(
             config,
             access,
@@ -76,9 +83,10 @@ class Composition:
             store,
             chat,
             ChatCompletions(chat),
-            Responses(turns),
+            Responses(turns, conversations),
             Lmsp.create(turns, store, models, config),
             Completions(models, default_max_tokens=config.max_tokens or DEFAULT_MAX_TOKENS),
+            conversations,
         )
 
     def feature_routes(self) -> list[Route]:
@@ -88,6 +96,7 @@ class Composition:
             *input_tokens_routes(responses=self.responses),  # before /v1/responses/{id}
             *responses_handlers.routes(responses=self.responses),
             *completions_handlers.routes(completions=self.completions),
+            *conversations_handlers.routes(conversations=self.conversations),
             *lmsp_handlers.routes(lmsp=self.lmsp),
             *models_api_handlers.routes(models=self.models),
         ]

@@ -30,6 +30,7 @@ from jupyter_superfluid.generation.prompting import Continuation
 from jupyter_superfluid.generation.service import ChatService, Turn
 from jupyter_superfluid.generation.stored import StoredResponse, output_item, stored_response
 from jupyter_superfluid.store import (
+    ConversationAppend,
     IdempotentResult,
     NewResponse,
     ResponseNotFound,
@@ -74,6 +75,7 @@ class PreparedTurn:
     echo: dict[str, Any]
     created_at: int
     response: StoredResponse | None = None  # once finished
+    conversation: ConversationAppend | None = None  # the conversation it moves ahead
 
     def pending(self) -> StoredResponse:
         """The response while it runs: no output yet."""
@@ -250,6 +252,7 @@ class StoredTurns:
                 created_at=pt.created_at,
                 cached_tokens=resp.usage.cached_tokens if resp.usage else 0,
                 preview=preview(pt.input_items, list(resp.output)),
+                conversation=pt.conversation,
             )
         try:
             await self.chat.commit(pt.turn, record, idempotency)

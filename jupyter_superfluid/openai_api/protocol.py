@@ -121,6 +121,8 @@ class ResponseCreateRequest(Wire):
     service_tier: Literal["auto", "default", "flex", "priority", "scale"] | None = None
     stream_options: dict[str, Any] | None = None
     conversation: Any = None
+    # An extension: in a conversation, start a new branch from its root (no previous turn).
+    branch_from_root: bool = False
     prompt: Any = None
     logit_bias: LogitBias | None = None  # an extension, as on chat completions
 

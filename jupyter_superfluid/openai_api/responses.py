@@ -15,6 +15,7 @@ from jupyter_superfluid.errors import APIError, InvalidRequest, UnsupportedParam
 from jupyter_superfluid.generation.items import (
     dump_items,
     messages_from_items,
+    messages_from_json,
     normalize_input,
     to_output_format,
     to_tool_choice,
@@ -22,9 +23,12 @@ from jupyter_superfluid.generation.items import (
 )
 from jupyter_superfluid.generation.stored_turns import PreparedTurn, SilentEncoder, StoredTurns
 from jupyter_superfluid.generation.wire import FunctionTool
+from jupyter_superfluid.openai_api.conversations import Conversations, ConversationTurn
 from jupyter_superfluid.openai_api.events import ResponsesEncoder
+from jupyter_superfluid.openai_api.paging import item_page, list_body
 from jupyter_superfluid.openai_api.protocol import ListQuery, ResponseCreateRequest, parse
 from jupyter_superfluid.openai_api.stored import response_body
+from jupyter_superfluid.store import ConversationAppend
 from jupyter_superfluid.web.answer import Answer
 from jupyter_superfluid.web.auth import Principal
 from jupyter_superfluid.web.sse import SSE
@@ -44,8 +48,9 @@ ECHOED = (
 class Responses:
     """Create, stream, retrieve, list and delete stored responses."""
 
-    def __init__(self, turns: StoredTurns) -> None:
+    def __init__(self, turns: StoredTurns, conversations: Conversations) -> None:
         self.turns = turns
+        self.conversations = conversations
 
     # -- create ---------------------------------------------------------------
 
@@ -55,16 +60,21 @@ class Responses:
         """Validate ``body``, resolve its conversation and render its prompt."""
         req = parse(ResponseCreateRequest, body)
         _refuse_unsupported(req)
+        conv = await self._conversation(req, principal)
+        history = conv.history if conv is not None else []
+        previous_id = conv.previous_response_id if conv is not None else req.previous_response_id
         items = normalize_input(req.input)
         messages = messages_from_items(items)
         if not messages:
             raise InvalidRequest("input must not be empty", param="input")
+        messages = messages_from_json(history) + messages
         tools = to_tools(req.tools)
         fmt = req.text.format if req.text is not None else None
-        if not req.previous_response_id and not req.model:
+        cont, prev = await self.turns.continuation(previous_id, principal.owner)
+        model = req.model or (prev.model if prev is not None else None)
+        model = model or (conv.model if conv is not None else None)
+        if not model:
             raise InvalidRequest("model is required", param="model")
-        cont, prev = await self.turns.continuation(req.previous_response_id, principal.owner)
-        model = req.model or (prev.model if prev is not None else "")
         chat_request = ChatRequest(
             model=model,
             messages=messages,
@@ -81,15 +91,42 @@ class Responses:
             reasoning_effort=req.reasoning.effort if req.reasoning else None,
             instructions=req.instructions,
         )
-        return req, await self.turns.prepare(
+        echo = _echo(req)
+        if conv is not None:
+            echo["conversation"] = {"id": conv.id}
+        pt = await self.turns.prepare(
             chat_request,
             cont,
             owner=principal.owner,
             protocol="openai",
             store=req.store,
-            previous_response_id=req.previous_response_id,
-            input_items=dump_items(items),
-            echo=_echo(req),
+            previous_response_id=previous_id,
+            input_items=history + dump_items(items),
+            echo=echo,
+        )
+        if conv is not None:  # committed with the response: the conversation moves with it
+            own = pt.input_items[len(history) :]
+            pt.conversation = ConversationAppend(conv.id, own, rebase=conv.rebase)
+        return req, pt
+
+    async def _conversation(
+        self, req: ResponseCreateRequest, principal: Principal
+    ) -> ConversationTurn | None:
+        """Where a response created in a conversation starts (None outside one)."""
+        if req.conversation is None:
+            if req.branch_from_root:
+                raise InvalidRequest("branch_from_root needs a conversation", param="conversation")
+            return None
+        if not req.store:
+            raise InvalidRequest(
+                "a response in a conversation is stored: store cannot be false", param="store"
+            )
+        # An extension: with a previous response of its own, a conversation branches there.
+        return await self.conversations.turn(
+            req.conversation,
+            principal,
+            fork_from=req.previous_response_id,
+            from_root=req.branch_from_root,
         )
 
     async def answer(self, body: dict[str, Any], principal: Principal) -> Answer:
@@ -143,21 +180,7 @@ class Responses:
         """``GET /v1/responses/{id}/input_items``, paginated."""
         q = parse(ListQuery, query)
         items = list((await self.turns.record(response_id, principal.owner)).input_items)
-        if q.order == "desc":
-            items.reverse()
-        if q.after is not None:
-            ids = [i.get("id") for i in items]
-            if q.after not in ids:
-                raise InvalidRequest(f"after: no input item '{q.after}'", param="after")
-            items = items[ids.index(q.after) + 1 :]
-        page = items[: q.limit]
-        return {
-            "object": "list",
-            "data": page,
-            "first_id": page[0]["id"] if page else None,
-            "last_id": page[-1]["id"] if page else None,
-            "has_more": len(items) > len(page),
-        }
+        return item_page(items, q)
 
     async def listing(self, principal: Principal, query: dict[str, Any]) -> dict[str, Any]:
         """``GET /v1/responses``: stored responses newest first, for trees and history."""
@@ -178,13 +201,7 @@ class Responses:
             }
             for r in records
         ]
-        return {
-            "object": "list",
-            "data": data,
-            "first_id": data[0]["id"] if data else None,
-            "last_id": data[-1]["id"] if data else None,
-            "has_more": has_more,
-        }
+        return list_body(data, has_more)
 
 
 def _echo(req: ResponseCreateRequest) -> dict[str, Any]:
@@ -240,9 +257,5 @@ def _echo_format(fmt: Any) -> dict[str, Any]:
 def _refuse_unsupported(req: ResponseCreateRequest) -> None:
     if req.background:
         raise UnsupportedParameter("background mode is not served", param="background")
-    if req.conversation is not None:
-        raise UnsupportedParameter(
-            "conversation objects are not supported; use previous_response_id", param="conversation"
-        )
     if req.prompt is not None:
         raise UnsupportedParameter("stored prompts are not supported", param="prompt")

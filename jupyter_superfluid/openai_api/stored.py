@@ -74,6 +74,8 @@ def response_body(resp: StoredResponse) -> dict[str, Any]:
     }
     for key, default in ECHO_DEFAULTS.items():
         body[key] = echo.get(key, default)
+    if "conversation" in echo:  # created in a conversation: which one
+        body["conversation"] = echo["conversation"]
     for key, default in DEFAULT_SAMPLING.items():
         value = resp.sampling.get(key)
         body[key] = default if value is None else value

@@ -6,10 +6,17 @@ Stdlib only (SQLite); knows nothing of HTTP, Jupyter or the engine. See
 
 from __future__ import annotations
 
+from jupyter_superfluid.store.conversations import (
+    ConversationItem,
+    ConversationItemNotFound,
+    ConversationNotFound,
+    ConversationRecord,
+)
 from jupyter_superfluid.store.idempotency import DEFAULT_IDEMPOTENCY_TTL, IdempotentResult
 from jupyter_superfluid.store.keys import hash_key, keys_match, new_id
 from jupyter_superfluid.store.records import (
     ClaimState,
+    ConversationAppend,
     Event,
     EventHistoryExpired,
     EventKind,
@@ -39,6 +46,11 @@ __all__ = [
     "RESTART_PROBLEM",
     "STORE_FILE",
     "ClaimState",
+    "ConversationAppend",
+    "ConversationItem",
+    "ConversationItemNotFound",
+    "ConversationNotFound",
+    "ConversationRecord",
     "Event",
     "EventHistoryExpired",
     "EventKind",

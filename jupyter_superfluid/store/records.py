@@ -94,6 +94,15 @@ class SessionInfo:
 
 
 @dataclass(frozen=True)
+class ConversationAppend:
+    """What a turn adds to its conversation, committed with its response."""
+
+    conversation_id: str
+    input_items: Sequence[Any]  # the request's own input (not the history it was sent)
+    rebase: bool = False  # a new branch: the conversation's items become its chain's
+
+
+@dataclass(frozen=True)
 class NewResponse:
     """A stored response as the protocol layer hands it to ``commit_turn``."""
 
@@ -109,6 +118,7 @@ class NewResponse:
     created_at: float | None = None  # None: the store's clock
     cached_tokens: int = 0
     preview: str = ""
+    conversation: ConversationAppend | None = None  # the conversation it moves ahead
 
 
 @dataclass(frozen=True)

@@ -124,8 +124,42 @@ V3: list[str] = [
     )"""
 ]
 
+# Version 4: conversations (``conv_…``), a moving head over the stored responses, the
+# items of the branch it is on in order (pending ones have no response yet), and every
+# response created in it, on any branch.
+V4: list[str] = [
+    """CREATE TABLE conversations (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        principal TEXT,
+        metadata TEXT NOT NULL DEFAULT '{}',
+        title TEXT NOT NULL DEFAULT '',
+        head_response_id TEXT,  -- no foreign key: a deleted head only ends warm continuing
+        head_valid INTEGER NOT NULL DEFAULT 1,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        deleted INTEGER NOT NULL DEFAULT 0
+    )""",
+    "CREATE INDEX conversations_listing ON conversations(principal, deleted, updated_at)",
+    """CREATE TABLE conversation_items (
+        conversation_id TEXT NOT NULL REFERENCES conversations(id),
+        pos INTEGER NOT NULL CHECK (pos >= 0),
+        id TEXT NOT NULL,
+        item TEXT NOT NULL,
+        response_id TEXT,
+        deleted INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (conversation_id, pos)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX conversation_items_id ON conversation_items(conversation_id, id)",
+    """CREATE TABLE conversation_responses (
+        conversation_id TEXT NOT NULL REFERENCES conversations(id),
+        response_id TEXT NOT NULL,
+        PRIMARY KEY (conversation_id, response_id)
+    ) WITHOUT ROWID""",
+]
+
 # Append (version, statements) pairs; never edit a released one.
-MIGRATIONS: list[tuple[int, list[str]]] = [(1, V1), (2, V2), (3, V3)]
+MIGRATIONS: list[tuple[int, list[str]]] = [(1, V1), (2, V2), (3, V3), (4, V4)]
 LATEST_VERSION = MIGRATIONS[-1][0]
 
 

@@ -37,7 +37,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
-from jupyter_superfluid.store import log, responses
+from jupyter_superfluid.store import conversations, log, responses
+from jupyter_superfluid.store.conversations import ConversationsMixin
 from jupyter_superfluid.store.db import Database
 from jupyter_superfluid.store.idempotency import (
     DEFAULT_IDEMPOTENCY_TTL,
@@ -64,7 +65,7 @@ from jupyter_superfluid.store.tasks import (
 STORE_FILE = "store.sqlite3"
 
 
-class Store(IdempotencyMixin, TasksMixin, ServedModelsMixin):
+class Store(IdempotencyMixin, TasksMixin, ServedModelsMixin, ConversationsMixin):
     """The durable store under one root directory."""
 
     def __init__(
@@ -136,6 +137,10 @@ class Store(IdempotencyMixin, TasksMixin, ServedModelsMixin):
             end = log.append_events(conn, session.id, start, events)
             if response is not None:
                 responses.insert(conn, response, session.id, end, now)
+                if response.conversation is not None:
+                    conversations.append_turn(
+                        conn, response.conversation, response.id, response.output_items, now
+                    )
             if idempotency is not None:
                 finish_in(conn, idempotency, self.boot_id)
         return end
