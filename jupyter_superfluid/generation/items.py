@@ -24,10 +24,12 @@ from jupyter_superfluid.chat.types import (
     ToolSpec,
 )
 from jupyter_superfluid.errors import APIError, InvalidRequest, UnsupportedParameter
+from jupyter_superfluid.generation.input_files import file_part_text
 from jupyter_superfluid.generation.media import MEDIA_MARKER, audio_part, image_url_part
 from jupyter_superfluid.generation.wire import (
     STORED_ITEMS,
     AudioPart,
+    FilePart,
     FunctionCallItem,
     FunctionCallOutputItem,
     FunctionChoice,
@@ -73,7 +75,9 @@ def part_text(part: Any, param: str) -> str:
             param=param,
             code="unsupported_input",
         )
-    raise UnsupportedParameter("input_file parts are not supported", param=param)
+    if isinstance(part, FilePart):
+        return file_part_text(part, param)
+    raise UnsupportedParameter(f"{param}: this part type is not supported", param=param)
 
 
 def part_media(part: ImagePart | AudioPart, param: str) -> MediaInput:

@@ -66,9 +66,13 @@ class AudioPart(Wire):
 
 
 class FilePart(Wire):
-    """A file part: refused (``unsupported_parameter``)."""
+    """A file: ``file_data`` (base64 or a data: URL) and a ``filename``; by id or URL refused."""
 
     type: Literal["input_file"]
+    file_data: str | None = None
+    filename: str | None = Field(default=None, max_length=1024)
+    file_id: str | None = None
+    file_url: str | None = None
 
 
 ContentPart = Annotated[

@@ -1,6 +1,6 @@
 """OpenResponses conformance: bodies and events validate against the published schema,
-and the intent of its 11 compliance scenarios holds (built-in tools and input_file are
-refused as spec/openai-responses.txt says)."""
+and the intent of its 11 compliance scenarios holds (built-in tools are refused as
+spec/openai-responses.txt says; an input_file PDF is read, so a truncated one is a 400)."""
 
 from __future__ import annotations
 
@@ -194,7 +194,7 @@ def test_previous_response_id(server):
                     }
                 ]
             },
-            "unsupported_parameter",
+            "invalid_file",  # "%PDF-" and nothing more
             "input[0].content[1]",
         ),
         (

@@ -389,7 +389,7 @@ BAD = [
             "model": CHATML,
             "input": [{"role": "user", "content": [{"type": "input_file", "file_id": "file_1"}]}],
         },
-        "input[0].content[0]",
+        "input[0].content[0].file_id",
         "unsupported_parameter",
     ),
     (
