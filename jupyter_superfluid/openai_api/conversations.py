@@ -26,7 +26,7 @@ from jupyter_superfluid.openai_api.conversations_protocol import (
 )
 from jupyter_superfluid.openai_api.paging import item_page, list_body
 from jupyter_superfluid.openai_api.protocol import parse
-from jupyter_superfluid.store import Store, new_id
+from jupyter_superfluid.store import ResponseRecord, Store, new_id
 from jupyter_superfluid.store.conversations import (
     ConversationItemNotFound,
     ConversationNotFound,
@@ -223,9 +223,7 @@ class Conversations:
             rec, items = await asyncio.to_thread(state, conv_id, principal.owner)
         except ConversationNotFound as err:
             raise conversation_not_found(conv_id, "conversation") from err
-        head = None
-        if rec.head_response_id is not None:  # it may have been deleted since
-            head = await asyncio.to_thread(self.store.get_response, rec.head_response_id)
+        head = await self._head(rec)
         if head is not None and rec.head_valid:
             pending = [i.item for i in items if i.response_id is None]
             return ConversationTurn(rec.id, head.id, pending, head.model)
@@ -241,8 +239,16 @@ class Conversations:
                 fn = self.store.is_in_conversation
                 if not await asyncio.to_thread(fn, conv_id, principal.owner, fork_from):
                     raise not_in_conversation(fork_from, "previous_response_id")
-            else:
-                await asyncio.to_thread(self.store.get_conversation, conv_id, principal.owner)
+                return ConversationTurn(conv_id, fork_from, [], None, rebase=True)
+            rec = await asyncio.to_thread(self.store.get_conversation, conv_id, principal.owner)
         except ConversationNotFound as err:
             raise conversation_not_found(conv_id, "conversation") from err
-        return ConversationTurn(conv_id, fork_from, [], None, rebase=True)
+        head = await self._head(rec)  # its model, for a turn that names none
+        model = head.model if head is not None else None
+        return ConversationTurn(conv_id, None, [], model, rebase=True)
+
+    async def _head(self, rec: ConversationRecord) -> ResponseRecord | None:
+        """The conversation's head response, unless there is none or it was deleted since."""
+        if rec.head_response_id is None:
+            return None
+        return await asyncio.to_thread(self.store.get_response, rec.head_response_id)

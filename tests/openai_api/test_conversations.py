@@ -19,13 +19,25 @@ def client_for(server, key="unused"):
 
 
 def completed(client, **kwargs):
-    """A response in a conversation that ended normally (so it is continued warm)."""
+    """A response that ended normally (so the next one continues it warm), found by seed.
+
+    In a conversation a cut turn moves the head too, so each retry starts again where
+    the first try did: a branch from that head (or from the root). Seeds fix which
+    try completes, so a run's tree is the same every time.
+    """
+    extra = kwargs.pop("extra_body", {})
+    conv = kwargs.get("conversation")
+    start = kwargs.get("previous_response_id")
+    if conv is not None and start is None and not extra.get("branch_from_root"):
+        start = client.conversations.retrieve(conv).model_extra["head_response_id"]
     for seed in range(40):
-        r = client.responses.create(max_output_tokens=120, extra_body={"seed": seed}, **kwargs)
+        body = {"seed": seed, **extra}
+        r = client.responses.create(max_output_tokens=120, extra_body=body, **kwargs)
         if r.status == "completed":
             return r
-        # A cut turn moved the head too: start the next try from a clean conversation.
-        kwargs["conversation"] = client.conversations.create().id
+        if conv is not None:
+            kwargs["previous_response_id"] = start
+            extra = {**extra, "branch_from_root": start is None}
     raise AssertionError("no seed gave a completed response")
 
 
@@ -258,3 +270,72 @@ def test_a_conversation_is_owned_by_its_key(sf_start_standalone, tmp_path: Path)
     ).json()
     assert listed["data"] == []
     assert alice.conversations.retrieve(conv.id).metadata == {"title": "mine"}
+
+
+def test_a_branch_from_an_earlier_response_moves_the_conversation(standalone):
+    client = client_for(standalone)
+    conv = client.conversations.create()
+    a = completed(client, model=CHATML, input="one", conversation=conv.id)
+    conv_id = a.conversation.id
+    b = completed(client, input="two", conversation=conv_id)
+    # Edit "two": a fork from a, warm over a's stored tokens.
+    b2 = completed(client, input="two, edited", conversation=conv_id, previous_response_id=a.id)
+    assert b2.previous_response_id == a.id
+    # Warm over all of a's stored tokens (and the start of b's prompt it shares).
+    assert b2.usage.input_tokens_details.cached_tokens >= len(stored_tokens(standalone, a.id))
+    users = [
+        i.content[0].text
+        for i in client.conversations.items.list(conv_id, order="asc").data
+        if i.role == "user"
+    ]
+    assert users == ["one", "two, edited"]
+    tree = httpx.get(f"{standalone.base_url}/conversations/{conv_id}/responses").json()
+    assert [(r["id"], r["previous_response_id"]) for r in tree["data"]] == [
+        (a.id, None),
+        (b.id, a.id),
+        (b2.id, a.id),
+    ]
+    # Back to the first branch: its items again, and the next turn continues b.
+    back = httpx.post(
+        f"{standalone.base_url}/conversations/{conv_id}", json={"head_response_id": b.id}
+    ).json()
+    assert back["head_response_id"] == b.id
+    users = [
+        i.content[0].text
+        for i in client.conversations.items.list(conv_id, order="asc").data
+        if i.role == "user"
+    ]
+    assert users == ["one", "two"]
+    c = completed(client, input="three", conversation=conv_id)
+    assert c.previous_response_id == b.id
+
+
+def test_a_branch_from_the_root_and_branches_that_are_not_its_own(standalone):
+    client = client_for(standalone)
+    conv = client.conversations.create()
+    a = completed(client, model=CHATML, input="first", conversation=conv.id)
+    conv_id = a.conversation.id
+    root = completed(
+        client, input="first, edited", conversation=conv_id, extra_body={"branch_from_root": True}
+    )
+    assert root.previous_response_id is None
+    items = client.conversations.items.list(conv_id, order="asc").data
+    assert [i.content[0].text for i in items if i.role == "user"] == ["first, edited"]
+    other = client.responses.create(model=CHATML, input="elsewhere", max_output_tokens=2)
+    for body, param in (
+        ({"head_response_id": other.id}, "head_response_id"),
+        ({"head_response_id": "resp_nope"}, "head_response_id"),
+    ):
+        r = httpx.post(f"{standalone.base_url}/conversations/{conv_id}", json=body)
+        assert r.status_code == 400 and r.json()["error"]["param"] == param
+    r = httpx.post(
+        standalone.base_url + "/responses",
+        json={"input": "x", "conversation": conv_id, "previous_response_id": other.id},
+    )
+    assert r.status_code == 400 and r.json()["error"]["param"] == "previous_response_id"
+    # Deleting it purges every branch's responses.
+    client.conversations.delete(conv_id)
+    for rid in (a.id, root.id):
+        with pytest.raises(openai.NotFoundError):
+            client.responses.retrieve(rid)
+    assert client.responses.retrieve(other.id).id == other.id
