@@ -48,9 +48,10 @@ from jupyter_superfluid.models.hub import ModelHub
 from jupyter_superfluid.openai_api.chat_completions import stream_error
 from jupyter_superfluid.openai_api.completions_protocol import CompletionRequest
 from jupyter_superfluid.validation import parse
+from jupyter_superfluid.web.answer import Answer
 from jupyter_superfluid.web.sse import SSE
 
-__all__ = ["Completion", "Completions", "stream_error"]
+__all__ = ["Completion", "Completions"]
 
 DEFAULT_MAX_TOKENS = 16  # OpenAI's, for a request that names no max_tokens
 # The one served value of each: anything else is 400 unsupported_parameter.
@@ -104,6 +105,16 @@ class Completions:
         )
         sampling = sampling_for(asked, None, self.default_max_tokens, room=context - len(tokens))
         return Completion(req, engine, GenerateRequest(tuple(tokens), sampling))
+
+    async def answer(self, body: dict[str, Any]) -> Answer:
+        """A completion for ``body``: its chunks when it streams, else the object."""
+        c = await self.prepare(body)
+        if c.request.stream:
+            return Answer(
+                batches=self.stream(c), warm=lambda: c.cached_tokens, on_error=stream_error
+            )
+        completion = await self.complete(c)
+        return Answer(body=completion, warm=lambda: c.result.usage.cached_tokens)
 
     async def run(self, c: Completion) -> AsyncGenerator[ChatEvent, None]:
         """Generate, yielding neutral events (text deltas); the last one is ``Finished``."""

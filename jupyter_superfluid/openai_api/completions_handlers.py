@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel
 
-from jupyter_superfluid.openai_api.completions import Completions, stream_error
+from jupyter_superfluid.openai_api.completions import Completions
 from jupyter_superfluid.openai_api.completions_protocol import CompletionRequest
 from jupyter_superfluid.openai_api.handlers import OpenAIHandler
 from jupyter_superfluid.web.base import Access, Route
@@ -24,14 +24,7 @@ class CompletionsHandler(OpenAIHandler):
 
     async def post(self) -> None:
         """A text completion (fill-in-the-middle with ``suffix``), streamed or not."""
-        c = await self.service.prepare(self.json_body())
-        if c.request.stream:
-            batches = self.service.stream(c)
-            await self.pump(batches, warm=lambda: c.cached_tokens, on_error=stream_error)
-            return
-        body = await self.service.complete(c)
-        self.set_header("x-superfluid-warm", str(c.result.usage.cached_tokens))
-        self.write_json(body)
+        await self.answer(await self.service.answer(self.json_body()))
 
 
 def routes(*, completions: Completions) -> list[Route]:
