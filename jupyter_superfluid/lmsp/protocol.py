@@ -96,11 +96,11 @@ class LmspFunctionTool(wire.FunctionTool):
     name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$")
 
 
-class LmspToolChoice(_Strict):
-    """``{"type": "function", "name": ...}``."""
+class LmspToolChoice(wire.FunctionChoice):
+    """``{"type": "function", "name": ...}``: wire's named choice, without a namespace."""
 
-    type: Literal["function"]
-    name: str = Field(min_length=1)
+    model_config = ConfigDict(strict=True, extra="forbid")
+    namespace: None = None
 
 
 class LmspJsonSchema(wire.Wire):

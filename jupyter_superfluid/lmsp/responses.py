@@ -17,7 +17,6 @@ from jupyter_superfluid.chat.types import ChatRequest, ChatSampling, OutputForma
 from jupyter_superfluid.generation.items import messages_from_items, to_tool_choice, to_tools
 from jupyter_superfluid.generation.service import ensure_messages
 from jupyter_superfluid.generation.stored_turns import PreparedTurn, StoredTurns
-from jupyter_superfluid.generation.wire import FunctionChoice
 from jupyter_superfluid.lmsp import capabilities
 from jupyter_superfluid.lmsp.events import LmspEncoder, Stamped, response_object
 from jupyter_superfluid.lmsp.idempotency import Claim
@@ -75,14 +74,12 @@ class LmspResponses:
         messages = messages_from_items(req.input)  # wire's items, as validated
         ensure_messages(messages, param="input")
         tools = to_tools(req.tools)
-        choice = req.tool_choice
-        raw_choice = choice if isinstance(choice, str) else FunctionChoice(**choice.model_dump())
         cont, _ = await self.turns.continuation(req.previous_response_id, principal.owner)
         chat_request = ChatRequest(
             model=req.model,
             messages=messages,
             tools=tools,
-            tool_choice=to_tool_choice(raw_choice, tools),
+            tool_choice=to_tool_choice(req.tool_choice, tools),
             output_format=_output_format(req),
             sampling=_sampling(req, ext),
             reasoning_effort=ext.reasoning_effort,

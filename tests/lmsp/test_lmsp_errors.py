@@ -52,6 +52,16 @@ BAD_BODIES = [
         json.dumps({**request(), "response_format": {"type": "json_schema"}}).encode(),
         "response_format.json_schema",
     ),
+    (  # a name no tool could have: a 400 from the one validation, not a 500 after it
+        json.dumps({**request(), "tool_choice": {"type": "function", "name": "a b"}}).encode(),
+        "tool_choice.name",
+    ),
+    (
+        json.dumps(
+            {**request(), "tool_choice": {"type": "function", "name": "f", "namespace": "n"}}
+        ).encode(),
+        "tool_choice.namespace",
+    ),
 ]
 
 

@@ -370,11 +370,6 @@ BAD = [
     ),
     ({"model": CHATML, "input": "x", "background": True}, "background", "unsupported_parameter"),
     (
-        {"model": CHATML, "input": "x", "conversation": "conv_1"},
-        "conversation",
-        "unsupported_parameter",
-    ),
-    (
         {"model": CHATML, "input": "x", "prompt": {"id": "pmpt_1"}},
         "prompt",
         "unsupported_parameter",
