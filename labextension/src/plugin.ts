@@ -1,12 +1,13 @@
 /**
  * The JupyterLab / Notebook 7 plugins: the superfluid widget models and views in the
  * ipywidgets registry (`@jupyter-widgets/base` is a shared singleton), and inline
- * completions from the local model.
+ * completions from the local model, and the chat panel over the server's conversations.
  */
 
 import { IJupyterWidgetRegistry } from '@jupyter-widgets/base';
 import type { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 
+import { chatPlugin } from './chat/plugin';
 import { completionsPlugin } from './completions/plugin';
 import { MODULE_NAME, MODULE_VERSION } from './contract';
 import { ModelsViewModel, ModelsViewView } from './modelsView';
@@ -33,4 +34,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default [plugin, completionsPlugin];
+export default [plugin, completionsPlugin, chatPlugin];
