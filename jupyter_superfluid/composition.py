@@ -20,6 +20,7 @@ from jupyter_superfluid.config import Superfluid
 from jupyter_superfluid.engine.launch import launcher_for
 from jupyter_superfluid.generation.service import ChatService
 from jupyter_superfluid.generation.stored_turns import StoredTurns
+from jupyter_superfluid.generation.tasks import TaskRunner
 from jupyter_superfluid.lmsp import handlers as lmsp_handlers
 from jupyter_superfluid.lmsp.service import Lmsp
 from jupyter_superfluid.models.hub import ModelHub
@@ -33,6 +34,7 @@ from jupyter_superfluid.openai_api import (
     responses_handlers,
 )
 from jupyter_superfluid.openai_api import handlers as openai_handlers
+from jupyter_superfluid.openai_api.background import Background
 from jupyter_superfluid.openai_api.chat_completions import ChatCompletions
 from jupyter_superfluid.openai_api.completions import DEFAULT_MAX_TOKENS, Completions
 from jupyter_superfluid.openai_api.conversations import Conversations
@@ -76,6 +78,7 @@ class Composition:
         chat = ChatService(models, store, default_max_tokens=config.max_tokens)
         turns = StoredTurns(chat, store)
         conversations = Conversations(store)
+        tasks = TaskRunner(store)  # the one runner of LMSP tasks and background responses
         return cls(
             config,
             access,
@@ -83,8 +86,8 @@ class Composition:
             store,
             chat,
             ChatCompletions(chat),
-            Responses(turns, conversations),
-            Lmsp.create(turns, store, models, config),
+            Responses(turns, conversations, Background(turns, store, tasks)),
+            Lmsp.create(turns, store, models, config, tasks),
             Completions(models, default_max_tokens=config.max_tokens or DEFAULT_MAX_TOKENS),
             conversations,
         )

@@ -26,7 +26,7 @@ from jupyter_superfluid.lmsp.protocol import VERSION, LmspCreateRequest, check_v
 from jupyter_superfluid.lmsp.responses import LmspResponses
 from jupyter_superfluid.lmsp.service import Lmsp
 from jupyter_superfluid.lmsp.streams import followed, replayed
-from jupyter_superfluid.lmsp.tasks import TaskRunner, task_object
+from jupyter_superfluid.lmsp.tasks import LmspTasks, task_object
 from jupyter_superfluid.web.base import Access, ProtocolHandler, Route
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ class CreatingHandler(LmspHandler):
         self,
         access: Access,
         responses: LmspResponses,
-        tasks: TaskRunner,
+        tasks: LmspTasks,
         idempotency: Idempotency,
     ) -> None:
         """Receive the responses, tasks and idempotency services."""
@@ -109,7 +109,7 @@ class CreatingHandler(LmspHandler):
 class TaskHandlerBase(LmspHandler):
     """Base of the handlers of one task."""
 
-    def initialize(self, access: Access, tasks: TaskRunner) -> None:
+    def initialize(self, access: Access, tasks: LmspTasks) -> None:
         """Receive the task runner."""
         self.access, self.tasks = access, tasks
 

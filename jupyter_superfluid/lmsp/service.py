@@ -6,10 +6,11 @@ from dataclasses import dataclass
 
 from jupyter_superfluid.config import Superfluid
 from jupyter_superfluid.generation.stored_turns import StoredTurns
+from jupyter_superfluid.generation.tasks import TaskRunner
 from jupyter_superfluid.lmsp.discovery import Discovery
 from jupyter_superfluid.lmsp.idempotency import Idempotency
 from jupyter_superfluid.lmsp.responses import LmspResponses
-from jupyter_superfluid.lmsp.tasks import TaskRunner
+from jupyter_superfluid.lmsp.tasks import LmspTasks
 from jupyter_superfluid.models.hub import ModelHub
 from jupyter_superfluid.store import Store
 
@@ -19,17 +20,24 @@ class Lmsp:
     """Responses, tasks, idempotency and discovery of ``/lmsp/v1``."""
 
     responses: LmspResponses
-    tasks: TaskRunner
+    tasks: LmspTasks
     idempotency: Idempotency
     discovery: Discovery
 
     @classmethod
-    def create(cls, turns: StoredTurns, store: Store, models: ModelHub, config: Superfluid) -> Lmsp:
-        """Build the LMSP services on the shared stored turns and store."""
+    def create(
+        cls,
+        turns: StoredTurns,
+        store: Store,
+        models: ModelHub,
+        config: Superfluid,
+        runner: TaskRunner | None = None,
+    ) -> Lmsp:
+        """Build the LMSP services on the shared stored turns, store and task runner."""
         responses = LmspResponses(turns, models)
         return cls(
             responses,
-            TaskRunner(responses, store),
+            LmspTasks(responses, store, runner or TaskRunner(store)),
             Idempotency(store),
             Discovery(models, config),
         )

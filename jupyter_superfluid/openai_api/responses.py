@@ -11,7 +11,7 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 from jupyter_superfluid.chat.types import ChatRequest, ChatSampling
-from jupyter_superfluid.errors import APIError, InvalidRequest, UnsupportedParameter
+from jupyter_superfluid.errors import APIError, InvalidRequest, NotFound, UnsupportedParameter
 from jupyter_superfluid.generation.items import (
     dump_items,
     messages_from_items,
@@ -23,6 +23,7 @@ from jupyter_superfluid.generation.items import (
 )
 from jupyter_superfluid.generation.stored_turns import PreparedTurn, SilentEncoder, StoredTurns
 from jupyter_superfluid.generation.wire import FunctionTool
+from jupyter_superfluid.openai_api.background import Background
 from jupyter_superfluid.openai_api.conversations import Conversations, ConversationTurn
 from jupyter_superfluid.openai_api.events import ResponsesEncoder
 from jupyter_superfluid.openai_api.paging import item_page, list_body
@@ -48,9 +49,12 @@ ECHOED = (
 class Responses:
     """Create, stream, retrieve, list and delete stored responses."""
 
-    def __init__(self, turns: StoredTurns, conversations: Conversations) -> None:
+    def __init__(
+        self, turns: StoredTurns, conversations: Conversations, background: Background
+    ) -> None:
         self.turns = turns
         self.conversations = conversations
+        self.background = background
 
     # -- create ---------------------------------------------------------------
 
@@ -132,6 +136,8 @@ class Responses:
     async def answer(self, body: dict[str, Any], principal: Principal) -> Answer:
         """A response for ``body``: its events when it streams, else the response object."""
         req, pt = await self.prepare(body, principal)
+        if req.background:
+            return await self.background.start(pt, stream=req.stream)
         if req.stream:
             return self.stream(pt)
         return Answer(body=await self.create(pt), warm=lambda: pt.turn.result.usage.cached_tokens)
@@ -162,8 +168,23 @@ class Responses:
     # -- stored objects -------------------------------------------------------
 
     async def retrieve(self, response_id: str, principal: Principal) -> dict[str, Any]:
-        """``GET /v1/responses/{id}``."""
-        return response_body(await self.turns.retrieve(response_id, principal.owner))
+        """``GET /v1/responses/{id}``: stored, or a background response's state."""
+        try:
+            return response_body(await self.turns.retrieve(response_id, principal.owner))
+        except NotFound:
+            body = await self.background.body(response_id, principal)
+            if body is None:
+                raise
+            return body
+
+    async def cancel(self, response_id: str, principal: Principal) -> dict[str, Any]:
+        """``POST /v1/responses/{id}/cancel``: a background response, cancelled unless done."""
+        if not await self.background.cancel(response_id, principal):
+            await self.check_exists(response_id, principal)
+            raise UnsupportedParameter(
+                "only background responses can be cancelled", param="response_id"
+            )
+        return await self.retrieve(response_id, principal)
 
     async def check_exists(self, response_id: str, principal: Principal) -> None:
         """404 unless ``response_id`` is a stored response ``principal`` sees."""
@@ -255,7 +276,9 @@ def _echo_format(fmt: Any) -> dict[str, Any]:
 
 
 def _refuse_unsupported(req: ResponseCreateRequest) -> None:
-    if req.background:
-        raise UnsupportedParameter("background mode is not served", param="background")
+    if req.background and not req.store:
+        raise InvalidRequest(
+            "a background response is stored: store cannot be false", param="store"
+        )
     if req.prompt is not None:
         raise UnsupportedParameter("stored prompts are not supported", param="prompt")

@@ -6,7 +6,6 @@ from typing import ClassVar
 
 from pydantic import BaseModel
 
-from jupyter_superfluid.errors import UnsupportedParameter
 from jupyter_superfluid.openai_api.handlers import OpenAIHandler
 from jupyter_superfluid.openai_api.protocol import ResponseCreateRequest
 from jupyter_superfluid.openai_api.responses import Responses
@@ -42,7 +41,13 @@ class ResponseHandler(StoredResponsesHandler):
     """``GET`` and ``DELETE /v1/responses/{id}``."""
 
     async def get(self, response_id: str) -> None:
-        """The stored response object."""
+        """The response object, or (``?stream=true``) a background response's events."""
+        if self.get_query_argument("stream", "false").lower() == "true":
+            after = self.get_query_argument("starting_after", None)
+            await self.answer(
+                await self.responses.background.events(response_id, self.principal, after)
+            )
+            return
         self.write_json(await self.responses.retrieve(response_id, self.principal))
 
     async def delete(self, response_id: str) -> None:
@@ -60,15 +65,11 @@ class InputItemsHandler(StoredResponsesHandler):
 
 
 class CancelHandler(StoredResponsesHandler):
-    """``POST /v1/responses/{id}/cancel``: background mode is not served."""
+    """``POST /v1/responses/{id}/cancel``: background responses only (else 400)."""
 
     async def post(self, response_id: str) -> None:
-        """Always 400, as the spec says."""
-        await self.responses.check_exists(response_id, self.principal)
-        raise UnsupportedParameter(
-            "only background responses can be cancelled, and background mode is not served",
-            param="response_id",
-        )
+        """Cancel it, or return it unchanged once finished."""
+        self.write_json(await self.responses.cancel(response_id, self.principal))
 
 
 def routes(*, responses: Responses) -> list[Route]:

@@ -64,7 +64,7 @@ def response_body(resp: StoredResponse) -> dict[str, Any]:
         "model": resp.model,
         "previous_response_id": resp.previous_response_id,
         "store": resp.store,
-        "background": False,
+        "background": bool(echo.get("background", False)),
         "error": _error(resp),
         "incomplete_details": {"reason": resp.incomplete_reason}
         if resp.incomplete_reason

@@ -368,7 +368,11 @@ BAD = [
         "tools[0].type",
         "unsupported_tool",
     ),
-    ({"model": CHATML, "input": "x", "background": True}, "background", "unsupported_parameter"),
+    (
+        {"model": CHATML, "input": "x", "background": True, "store": False},
+        "store",
+        "invalid_request",
+    ),
     (
         {"model": CHATML, "input": "x", "prompt": {"id": "pmpt_1"}},
         "prompt",
