@@ -36,6 +36,9 @@ from jupyter_superfluid.openai_api import (
 from jupyter_superfluid.openai_api import handlers as openai_handlers
 from jupyter_superfluid.openai_api.background import Background
 from jupyter_superfluid.openai_api.chat_completions import ChatCompletions
+from jupyter_superfluid.openai_api.compaction import Compaction
+from jupyter_superfluid.openai_api.compaction import routes as compaction_routes
+from jupyter_superfluid.openai_api.compaction_blob import CompactionSigner
 from jupyter_superfluid.openai_api.completions import DEFAULT_MAX_TOKENS, Completions
 from jupyter_superfluid.openai_api.conversations import Conversations
 from jupyter_superfluid.openai_api.input_tokens import routes as input_tokens_routes
@@ -63,6 +66,12 @@ class Composition:
     completions: Completions
     conversations: Conversations
 
+    @property
+    def compaction(self) -> Compaction:
+        """``/v1/responses/compact``, over the Responses service and its signer."""
+        assert self.responses.signer is not None
+        return Compaction(self.responses, self.responses.signer)
+
     @classmethod
     def build(cls, config: Superfluid) -> Composition:
         """Build the parts for ``config`` (models load later, off the event loop)."""
@@ -79,6 +88,7 @@ class Composition:
         turns = StoredTurns(chat, store)
         conversations = Conversations(store)
         tasks = TaskRunner(store)  # the one runner of LMSP tasks and background responses
+        signer = CompactionSigner(Path(config.sessions_dir))
         return cls(
             config,
             access,
@@ -86,7 +96,7 @@ class Composition:
             store,
             chat,
             ChatCompletions(chat),
-            Responses(turns, conversations, Background(turns, store, tasks)),
+            Responses(turns, conversations, Background(turns, store, tasks), signer),
             Lmsp.create(turns, store, models, config, tasks),
             Completions(models, default_max_tokens=config.max_tokens or DEFAULT_MAX_TOKENS),
             conversations,
@@ -97,6 +107,7 @@ class Composition:
         return [
             *openai_handlers.routes(models=self.models, chat_completions=self.chat_completions),
             *input_tokens_routes(responses=self.responses),  # before /v1/responses/{id}
+            *compaction_routes(compaction=self.compaction),  # before /v1/responses/{id}
             *responses_handlers.routes(responses=self.responses),
             *completions_handlers.routes(completions=self.completions),
             *conversations_handlers.routes(conversations=self.conversations),

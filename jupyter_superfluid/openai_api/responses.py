@@ -24,6 +24,7 @@ from jupyter_superfluid.generation.items import (
 from jupyter_superfluid.generation.stored_turns import PreparedTurn, SilentEncoder, StoredTurns
 from jupyter_superfluid.generation.wire import FunctionTool
 from jupyter_superfluid.openai_api.background import Background
+from jupyter_superfluid.openai_api.compaction_blob import CompactionSigner
 from jupyter_superfluid.openai_api.conversations import Conversations, ConversationTurn
 from jupyter_superfluid.openai_api.events import ResponsesEncoder
 from jupyter_superfluid.openai_api.paging import item_page, list_body
@@ -50,11 +51,16 @@ class Responses:
     """Create, stream, retrieve, list and delete stored responses."""
 
     def __init__(
-        self, turns: StoredTurns, conversations: Conversations, background: Background
+        self,
+        turns: StoredTurns,
+        conversations: Conversations,
+        background: Background,
+        signer: CompactionSigner | None = None,
     ) -> None:
         self.turns = turns
         self.conversations = conversations
         self.background = background
+        self.signer = signer  # expands the compaction items of an input
 
     # -- create ---------------------------------------------------------------
 
@@ -62,6 +68,8 @@ class Responses:
         self, body: dict[str, Any], principal: Principal
     ) -> tuple[ResponseCreateRequest, PreparedTurn]:
         """Validate ``body``, resolve its conversation and render its prompt."""
+        if self.signer is not None:
+            body = self.signer.expand(body)  # a compaction item: the summary it holds
         req = parse(ResponseCreateRequest, body)
         _refuse_unsupported(req)
         conv = await self._conversation(req, principal)

@@ -92,6 +92,9 @@ def user_item(text: str = "hi") -> dict[str, Any]:
 EXTRA_KEYS = ["text", "refusal", "type", "role", "content", "name", "output", "summary"]
 
 
+COMPACT = "/v1/responses/compact"
+
+
 def seeds(rid: str) -> dict[str, dict[str, Any]]:
     """A valid body per creating endpoint."""
     tool = {
@@ -182,6 +185,12 @@ def seeds(rid: str) -> dict[str, dict[str, Any]]:
             },
             "store": True,
             "extensions": {"superfluid": {"seed": 1, "logit_bias": {"5": 1}, "stop": ["x"]}},
+        },
+        COMPACT: {
+            "model": CHATML,
+            "input": [user_item(), {"role": "assistant", "content": "ok"}],
+            "instructions": "Be terse.",
+            "previous_response_id": rid,
         },
         # A model whose file is not there: it is added (and fails to load), or refused.
         "/superfluid/v1/models": {"spec": f"fuzz={MISSING_GGUF}", "load": True},
@@ -284,7 +293,7 @@ class Fuzzer:
         roll = self.rng.random()
         headers = self.headers()
         if roll < 0.55:
-            path = self.rng.choice(list(self.seeds))
+            path = self.rng.choice([p for p in self.seeds if p != COMPACT])
             if path == "/lmsp/v1/responses" and self.rng.random() < 0.3:
                 path = "/lmsp/v1/tasks"
             if self.rng.random() < 0.2:
@@ -292,6 +301,9 @@ class Fuzzer:
             source = path.replace("/tasks", "/responses")
             body = self.mutated(source)
             return "POST", path, {"content": json.dumps(body).encode(), "headers": headers}
+        if roll < 0.6:
+            body = self.mutated(COMPACT)
+            return "POST", COMPACT, {"content": json.dumps(body).encode(), "headers": headers}
         return self.lookup(headers)
 
     def lookup(self, headers: dict[str, bytes]) -> tuple[str, str, dict[str, Any]]:
@@ -300,7 +312,9 @@ class Fuzzer:
         tid = self.rng.choice([self.task_id, "task_" + self.word(), "x"])
         params = {
             k: self.word() if self.rng.random() < 0.7 else self.rid
-            for k in self.rng.sample(["limit", "order", "after", "include", "delete_files"], 2)
+            for k in self.rng.sample(
+                ["limit", "order", "after", "include", "delete_files", "starting_after"], 2
+            )
         }
         method, path = self.rng.choice(
             [
@@ -308,6 +322,7 @@ class Fuzzer:
                 ("GET", f"/v1/models/{self.word()}"),
                 ("GET", "/v1/responses"),
                 ("GET", f"/v1/responses/{rid}"),
+                ("GET", f"/v1/responses/{rid}?stream=true"),
                 ("DELETE", f"/v1/responses/resp_{self.word()}"),
                 ("GET", f"/v1/responses/{rid}/input_items"),
                 ("POST", f"/v1/responses/{rid}/cancel"),

@@ -22,6 +22,7 @@ ROUTES = [
     ("POST", "/v1/completions", "responses:write"),
     ("POST", "/v1/responses", "responses:write"),
     ("POST", "/v1/responses/input_tokens", "responses:read"),
+    ("POST", "/v1/responses/compact", "responses:write"),
     ("GET", "/v1/responses", "responses:read"),
     ("GET", "/v1/responses/resp_x", "responses:read"),
     ("DELETE", "/v1/responses/resp_x", "responses:write"),
