@@ -5,6 +5,16 @@
 that event implies, numbered with ``sequence_number`` from 0. Items finish in
 the one Responses shape the store keeps (``stored.output_item``), so a
 streamed item equals the stored one.
+
+Reasoning text streams as OpenAI names it, ``response.reasoning_text.delta`` and
+``.done``, unless the request carries an ``OpenResponses-Version`` header (any
+value): then as OpenResponses names it, ``response.reasoning.delta`` and
+``.done`` (same fields). OpenAI's names stay the default because the openai SDK
+(checked with 2.x/3.x) parses ``response.reasoning.delta`` as a
+``ResponseAudioDeltaEvent``, so a client matching the reasoning event's type
+or class would see no reasoning; the openai-agents SDK takes either. Every
+stream ends with ``data: [DONE]`` (``DONE``), as OpenResponses requires and
+the openai SDK accepts.
 """
 
 from __future__ import annotations
@@ -14,8 +24,11 @@ from typing import Any
 from jupyter_superfluid.chat.types import ChatEvent, ItemDone, ItemStarted, TextDelta
 from jupyter_superfluid.generation.stored import StoredResponse, call_id, item_id, output_item
 from jupyter_superfluid.openai_api.stored import response_body
+from jupyter_superfluid.web.sse import SSE
 
 Event = dict[str, Any]
+OPENRESPONSES_HEADER = "OpenResponses-Version"
+DONE = SSE("[DONE]")  # the last line of every Responses stream
 
 
 def text_part(kind: str, text: str) -> dict[str, Any]:
@@ -28,10 +41,12 @@ def text_part(kind: str, text: str) -> dict[str, Any]:
 class ResponsesEncoder:
     """The stream events of one response, numbered from 0."""
 
-    def __init__(self, response_id: str) -> None:
+    def __init__(self, response_id: str, *, openresponses: bool = False) -> None:
         self.response_id = response_id
         self.ids: dict[int, str] = {}
         self.next = 0
+        # The reasoning events' middle name: OpenResponses' when asked for, else OpenAI's.
+        self.reasoning = "reasoning" if openresponses else "reasoning_text"
 
     def _numbered(self, events: list[Event]) -> list[Event]:
         for event in events:
@@ -117,7 +132,7 @@ class ResponsesEncoder:
         if ev.kind == "function_call":
             return [{"type": "response.function_call_arguments.delta", **base}]
         if ev.kind == "reasoning":
-            return [{"type": "response.reasoning_text.delta", **base, "content_index": 0}]
+            return [{"type": f"response.{self.reasoning}.delta", **base, "content_index": 0}]
         return [{"type": "response.output_text.delta", **base, "content_index": 0, "logprobs": []}]
 
     def _done(self, ev: ItemDone) -> list[Event]:
@@ -136,7 +151,7 @@ class ResponsesEncoder:
             )
         else:
             part = text_part(out.kind, out.text)
-            kind = "reasoning_text" if out.kind == "reasoning" else "output_text"
+            kind = self.reasoning if out.kind == "reasoning" else "output_text"
             done: Event = {"type": f"response.{kind}.done", **base, "content_index": 0}
             done["text"] = out.text
             if out.kind == "message":

@@ -26,7 +26,7 @@ from jupyter_superfluid.generation.wire import FunctionTool
 from jupyter_superfluid.openai_api.background import Background
 from jupyter_superfluid.openai_api.compaction_blob import CompactionSigner
 from jupyter_superfluid.openai_api.conversations import Conversations, ConversationTurn
-from jupyter_superfluid.openai_api.events import ResponsesEncoder
+from jupyter_superfluid.openai_api.events import DONE, ResponsesEncoder
 from jupyter_superfluid.openai_api.paging import item_page, list_body
 from jupyter_superfluid.openai_api.protocol import ListQuery, ResponseCreateRequest, parse
 from jupyter_superfluid.openai_api.stored import response_body
@@ -141,23 +141,26 @@ class Responses:
             from_root=req.branch_from_root,
         )
 
-    async def answer(self, body: dict[str, Any], principal: Principal) -> Answer:
-        """A response for ``body``: its events when it streams, else the response object."""
+    async def answer(
+        self, body: dict[str, Any], principal: Principal, *, openresponses: bool = False
+    ) -> Answer:
+        """A response for ``body``: its events when it streams (``openresponses``: with
+        OpenResponses' event names), else the response object."""
         req, pt = await self.prepare(body, principal)
         if req.background:
             return await self.background.start(pt, stream=req.stream)
         if req.stream:
-            return self.stream(pt)
+            return self.stream(pt, openresponses=openresponses)
         return Answer(body=await self.create(pt), warm=lambda: pt.turn.result.usage.cached_tokens)
 
     async def create(self, pt: PreparedTurn) -> dict[str, Any]:
         """Run to the end; the stored response object."""
         return response_body(await self.turns.complete(pt, SilentEncoder()))
 
-    def stream(self, pt: PreparedTurn) -> Answer:
-        """Its events numbered from 0, the final one after the response is stored, and the
-        events that end the stream on an error after it began."""
-        encoder = ResponsesEncoder(pt.id)
+    def stream(self, pt: PreparedTurn, *, openresponses: bool = False) -> Answer:
+        """Its events numbered from 0, the final one after the response is stored, then
+        ``[DONE]``; and the events (and ``[DONE]``) that end it on an error after it began."""
+        encoder = ResponsesEncoder(pt.id, openresponses=openresponses)
 
         async def batches() -> AsyncGenerator[list[SSE], None]:
             run = self.turns.run(pt, encoder)
@@ -166,10 +169,11 @@ class Responses:
                     yield [SSE.json(e, event=e["type"]) for e in batch]
             finally:
                 await run.aclose()
+            yield [DONE]
 
         def on_error(err: APIError) -> list[SSE]:
             events = encoder.error(err.code, err.message, err.param, err.type)
-            return [SSE.json(e, event=e["type"]) for e in events]
+            return [*(SSE.json(e, event=e["type"]) for e in events), DONE]
 
         return Answer(batches=batches(), warm=lambda: pt.turn.cached_tokens, on_error=on_error)
 

@@ -6,6 +6,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel
 
+from jupyter_superfluid.openai_api.events import OPENRESPONSES_HEADER
 from jupyter_superfluid.openai_api.handlers import OpenAIHandler
 from jupyter_superfluid.openai_api.protocol import ResponseCreateRequest
 from jupyter_superfluid.openai_api.responses import Responses
@@ -29,7 +30,10 @@ class ResponsesHandler(StoredResponsesHandler):
 
     async def post(self) -> None:
         """Create a response, streamed or not."""
-        await self.answer(await self.responses.answer(self.json_body(), self.principal))
+        named = OPENRESPONSES_HEADER in self.request.headers  # OpenResponses' event names
+        await self.answer(
+            await self.responses.answer(self.json_body(), self.principal, openresponses=named)
+        )
 
     async def get(self) -> None:
         """Stored responses of this principal, newest first."""

@@ -190,7 +190,7 @@ def sse_events(response: httpx.Response) -> Iterator[tuple[str, dict[str, Any]]]
     for line in response.iter_lines():
         if line.startswith("event: "):
             name = line[7:]
-        elif line.startswith("data: "):
+        elif line.startswith("data: {"):  # not the closing [DONE] of a Responses stream
             yield name, json.loads(line[6:])
 
 

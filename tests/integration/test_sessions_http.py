@@ -247,7 +247,7 @@ def test_disconnect_cancels_generation_and_stores_nothing(sf_start_standalone, s
     response_id = None
     with httpx.stream("POST", server.base_url + "/responses", json=body, timeout=60) as r:
         for line in r.iter_lines():
-            if line.startswith("data: "):
+            if line.startswith("data: {"):  # not the closing [DONE]
                 event = json.loads(line[6:])
                 response_id = response_id or event.get("response", {}).get("id")
                 if event["type"] == "response.output_text.delta":
@@ -278,7 +278,7 @@ def test_kill_9_loses_nothing_acknowledged_and_shows_nothing_partial(
         try:
             with httpx.stream("POST", server.base_url + "/responses", json=body, timeout=60) as r:
                 for line in r.iter_lines():
-                    if line.startswith("data: ") and not cut_id:
+                    if line.startswith("data: {") and not cut_id:
                         cut_id.append(json.loads(line[6:])["response"]["id"])
         except httpx.HTTPError:
             pass

@@ -126,15 +126,16 @@ def test_stream_events_in_order_and_typed(openai_client):
     assert [o.id for o in stored.output] == [o.id for o in final.output]
 
 
-def test_raw_stream_has_no_done_marker(standalone):
+def test_raw_stream_ends_with_the_done_marker(standalone):
     body = {"model": CHATML, "input": "raw", "max_output_tokens": 4, "stream": True}
     with httpx.stream("POST", standalone.base_url + "/responses", json=body, timeout=60) as r:
         assert r.headers["content-type"].startswith("text/event-stream")
         assert int(r.headers["x-superfluid-warm"]) >= 0
         lines = list(r.iter_lines())
-    assert not any("[DONE]" in ln for ln in lines)
+    assert [ln for ln in lines if ln][-1] == "data: [DONE]"
+    assert sum("[DONE]" in ln for ln in lines) == 1
     events = [ln[7:] for ln in lines if ln.startswith("event: ")]
-    datas = [json.loads(ln[6:]) for ln in lines if ln.startswith("data: ")]
+    datas = [json.loads(ln[6:]) for ln in lines if ln.startswith("data: {")]
     assert events == [d["type"] for d in datas]
 
 
@@ -570,7 +571,9 @@ def test_generation_failure_mid_stream_is_error_then_failed(sf_start_standalone,
             timeout=120,
         ) as r,
     ):
-        events = [json.loads(ln[6:]) for ln in r.iter_lines() if ln.startswith("data: ")]
+        lines = [ln for ln in r.iter_lines() if ln.startswith("data: ")]
+    assert lines[-1] == "data: [DONE]"  # after error and response.failed too
+    events = [json.loads(ln[6:]) for ln in lines[:-1]]
     types = [e["type"] for e in events]
     assert types == ["response.created", "response.in_progress", "error", "response.failed"]
     for event in events:  # the failure's events are OpenResponses events too
