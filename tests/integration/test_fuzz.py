@@ -93,6 +93,7 @@ EXTRA_KEYS = ["text", "refusal", "type", "role", "content", "name", "output", "s
 
 
 COMPACT = "/v1/responses/compact"
+INPUT_FILE = {"type": "input_file", "filename": "notes.md", "file_data": "IyBOb3Rlcwo="}
 
 
 def seeds(rid: str) -> dict[str, dict[str, Any]]:
@@ -149,7 +150,7 @@ def seeds(rid: str) -> dict[str, dict[str, Any]]:
             "model": QWEN,
             "input": [
                 user_item(),
-                {"role": "user", "content": [{"type": "refusal", "refusal": "no"}]},
+                {"role": "user", "content": [{"type": "refusal", "refusal": "no"}, INPUT_FILE]},
                 {
                     "type": "function_call",
                     "call_id": "c1",
@@ -194,6 +195,24 @@ def seeds(rid: str) -> dict[str, dict[str, Any]]:
         },
         # A model whose file is not there: it is added (and fails to load), or refused.
         "/superfluid/v1/models": {"spec": f"fuzz={MISSING_GGUF}", "load": True},
+        # Counted, not run: create's body, and an input file with it.
+        "/v1/responses/input_tokens": {
+            "model": QWEN,
+            "input": [
+                user_item(),
+                {"role": "user", "content": [INPUT_FILE]},
+                {
+                    "type": "function_call",
+                    "call_id": "c1",
+                    "name": "get_weather",
+                    "arguments": "{}",
+                },
+                {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+            ],
+            "instructions": "Be terse.",
+            "tools": [tool],
+            "previous_response_id": rid,
+        },
     }
 
 

@@ -13,6 +13,7 @@ import httpx
 import openai
 import pytest
 from pypdf import PdfReader
+from support.openresponses_schema import errors_of
 
 CHATML = "superfluid/tiny-chatml"
 MARKDOWN = "# Notes\n\nSome *markdown* with a fence:\n\n```py\nx = 1\n```\n"
@@ -53,12 +54,12 @@ def b64(data: bytes) -> str:
 
 def with_file(part: dict) -> list[dict]:
     content = [{"type": "input_text", "text": "Read this.\n"}, {"type": "input_file", **part}]
-    return [{"role": "user", "content": content}]
+    return [{"type": "message", "role": "user", "content": content}]
 
 
 def as_text(rendered: str) -> list[dict]:
     content = [{"type": "input_text", "text": "Read this.\n" + rendered}]
-    return [{"role": "user", "content": content}]
+    return [{"type": "message", "role": "user", "content": content}]
 
 
 def count(client: openai.OpenAI, items: list[dict]) -> int:
@@ -101,6 +102,18 @@ def test_pdf_text_is_extracted(openai_client, tmp_path):
     assert count(openai_client, with_file(part)) == count(
         openai_client, as_text(f"File: doc.pdf\n```\n{PDF_TEXT}\n```")
     )
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        {"filename": "notes.md", "file_data": b64(MARKDOWN.encode())},
+        {"filename": "doc.pdf", "file_data": "data:application/pdf;base64," + b64(b"%PDF-")},
+    ],
+)
+def test_the_parts_sent_are_openresponses_request_bodies(part):
+    body = {"model": CHATML, "input": with_file(part)}
+    assert errors_of("CreateResponseBody", body) == []
 
 
 def post_file(standalone, part: dict) -> httpx.Response:
