@@ -61,15 +61,15 @@ def wait_until(predicate, what: str, timeout: float = 60.0) -> None:  # type: ig
         time.sleep(0.02)
 
 
-def tokens_generated(server_url: str, model: str) -> int:
+def tokens_generated(server_url: str, model: str, headers: dict[str, str] | None = None) -> int:
     """Tokens ``model``'s engine generated so far, as the server at ``server_url`` reports."""
     import httpx
 
-    body = httpx.get(f"{server_url}/v1/models/{model}", timeout=30).json()
+    body = httpx.get(f"{server_url}/v1/models/{model}", headers=headers, timeout=30).json()
     return int(body["superfluid"]["tokens_generated"])
 
 
-def generated_beside(server_url: str, model: str) -> int:
+def generated_beside(server_url: str, model: str, headers: dict[str, str] | None = None) -> int:
     """Tokens ``model``'s engine generated for others while one more request ran to its end.
 
     That request generates 4 tokens, in four engine steps; a generation still running
@@ -81,19 +81,19 @@ def generated_beside(server_url: str, model: str) -> int:
 
     from support.no_eos import NO_EOS_WIRE
 
-    before = tokens_generated(server_url, model)
+    before = tokens_generated(server_url, model, headers)
     body = {"model": model, "input": "q", "max_output_tokens": 4}
-    body |= {"seed": 0, "logit_bias": NO_EOS_WIRE}
-    r = httpx.post(f"{server_url}/v1/responses", json={**body, "store": False}, timeout=120)
+    body |= {"seed": 0, "logit_bias": NO_EOS_WIRE, "store": False}
+    r = httpx.post(f"{server_url}/v1/responses", json=body, headers=headers, timeout=120)
     assert r.status_code == 200 and r.json()["usage"]["output_tokens"] == 4, r.text
-    return tokens_generated(server_url, model) - before - 4
+    return tokens_generated(server_url, model, headers) - before - 4
 
 
-def settled_tokens(server_url: str, model: str) -> int:
+def settled_tokens(server_url: str, model: str, headers: dict[str, str] | None = None) -> int:
     """Tokens ``model``'s engine generated so far, once it generates nothing else (asserted).
 
     The count includes the 8 tokens of the two requests that ``generated_beside`` makes.
     """
-    generated_beside(server_url, model)
-    assert generated_beside(server_url, model) == 0, "the engine kept generating"
-    return tokens_generated(server_url, model)
+    generated_beside(server_url, model, headers)
+    assert generated_beside(server_url, model, headers) == 0, "the engine kept generating"
+    return tokens_generated(server_url, model, headers)

@@ -52,7 +52,7 @@ export const SETTINGS_SCHEMA: ISettingRegistry.IProperty = {
       description: 'The longest completion, in tokens.',
       type: 'number',
       minimum: 1,
-      maximum: 512
+      maximum: 4096
     },
     multiline: {
       title: 'Multi-line completions',
