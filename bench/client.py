@@ -100,6 +100,8 @@ async def stream_response(
             warm = r.headers.get("x-superfluid-warm")
             result.warm_header = int(warm) if warm is not None else None
             async for _, data in sse_events(r):
+                if data.strip() == "[DONE]":  # the end, as OpenResponses writes it
+                    break
                 event = json.loads(data)
                 kind = event.get("type")
                 if kind == "response.output_text.delta" and event.get("delta"):
@@ -143,6 +145,51 @@ async def stream_chat(
         result.output_tokens = body.get("max_tokens")
     result.extra["chunks"] = chunks
     return result
+
+
+async def stream_text(
+    client: httpx.AsyncClient,
+    url: str,
+    body: dict[str, Any],
+    text_of: Any,
+    headers: dict[str, str] | None = None,
+) -> StreamResult:
+    """POST ``body`` (stream on) to a text-streaming endpoint and time it.
+
+    ``text_of(chunk)`` gives a chunk's text (``choices[0].text`` for ``/v1/completions``,
+    ``content`` for llama-server's ``/infill``); the stream ends at ``[DONE]`` or at
+    its last chunk.
+    """
+    result = StreamResult()
+    started = time.monotonic()
+    try:
+        async with client.stream("POST", url, json={**body, "stream": True}, headers=headers) as r:
+            if r.status_code != 200:
+                result.error = f"HTTP {r.status_code}: {(await r.aread())[:300]!r}"
+                return result
+            warm = r.headers.get("x-superfluid-warm")
+            result.warm_header = int(warm) if warm is not None else None
+            async for _, data in sse_events(r):
+                if data.strip() == "[DONE]":
+                    break
+                text = text_of(json.loads(data))
+                if text:
+                    _delta(result, started, text)
+            result.status = "done"
+    except httpx.HTTPError as err:
+        result.error = f"{type(err).__name__}: {err}"
+    result.total = time.monotonic() - started
+    return result
+
+
+def completion_text(chunk: dict[str, Any]) -> str:
+    """The text of one ``/v1/completions`` chunk."""
+    return str((chunk.get("choices") or [{}])[0].get("text") or "")
+
+
+def infill_text(chunk: dict[str, Any]) -> str:
+    """The text of one llama-server ``/infill`` (or ``/completion``) chunk."""
+    return str(chunk.get("content") or "")
 
 
 def new_client(timeout: float = 600) -> httpx.AsyncClient:

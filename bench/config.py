@@ -25,6 +25,7 @@ SCENARIOS = (
     "remote",
     "restart",
     "soak",
+    "completions",
 )
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from bench.config import CACHE_DIR, Shape
 from jupyter_superfluid.builtin_models import tiny_gguf as testmodels
 from jupyter_superfluid.builtin_models.templates import CHATML
-from jupyter_superfluid.builtin_models.tiny_gguf import EOS_TOKEN, build_cached, vocabulary
+from jupyter_superfluid.builtin_models.tiny_gguf import EOS_TOKEN, Vocab, build_cached, vocabulary
 
 MODEL_ID = "bench"
 
@@ -19,7 +19,9 @@ def model_path(shape: Shape, cache_dir: Path = CACHE_DIR) -> Path:
     """The cached GGUF of ``shape``, built on first use (atomically, so racing runs agree)."""
     blob = json.dumps(asdict(shape), sort_keys=True).encode()
     builder = Path(testmodels.__file__).read_bytes()
-    digest = hashlib.sha256(blob + builder + CHATML.encode()).hexdigest()[:12]
+    # With fill-in-the-middle tokens (appended last: the other ids and weights are the
+    # same), so the completions scenario can compare /v1/completions with /infill.
+    digest = hashlib.sha256(blob + builder + CHATML.encode() + b"fim").hexdigest()[:12]
     target = cache_dir / "models" / f"bench-{shape.n_layer}x{shape.n_embd}-{digest}.gguf"
     return build_cached(
         target,
@@ -31,6 +33,7 @@ def model_path(shape: Shape, cache_dir: Path = CACHE_DIR) -> Path:
         seed=shape.seed,
         f16=shape.f16,
         name=MODEL_ID,
+        vocab=Vocab(fim=True),
     )
 
 
