@@ -43,6 +43,8 @@ from jupyter_superfluid.openai_api.completions import DEFAULT_MAX_TOKENS, Comple
 from jupyter_superfluid.openai_api.conversations import Conversations
 from jupyter_superfluid.openai_api.input_tokens import routes as input_tokens_routes
 from jupyter_superfluid.openai_api.responses import Responses
+from jupyter_superfluid.openai_api.websocket import Sockets
+from jupyter_superfluid.openai_api.websocket import routes as websocket_routes
 from jupyter_superfluid.store import Store
 from jupyter_superfluid.web import openapi
 from jupyter_superfluid.web.auth import KeyRing
@@ -65,6 +67,7 @@ class Composition:
     lmsp: Lmsp
     completions: Completions
     conversations: Conversations
+    sockets: Sockets
 
     @property
     def compaction(self) -> Compaction:
@@ -100,6 +103,7 @@ class Composition:
             Lmsp.create(turns, store, models, config, tasks),
             Completions(models, default_max_tokens=config.max_tokens or DEFAULT_MAX_TOKENS),
             conversations,
+            Sockets(config.websocket_connections, config.websocket_messages_per_second),
         )
 
     def feature_routes(self) -> list[Route]:
@@ -108,6 +112,7 @@ class Composition:
             *openai_handlers.routes(models=self.models, chat_completions=self.chat_completions),
             *input_tokens_routes(responses=self.responses),  # before /v1/responses/{id}
             *compaction_routes(compaction=self.compaction),  # before /v1/responses/{id}
+            *websocket_routes(responses=self.responses, sockets=self.sockets),  # before these
             *responses_handlers.routes(responses=self.responses),
             *completions_handlers.routes(completions=self.completions),
             *conversations_handlers.routes(conversations=self.conversations),
@@ -146,7 +151,8 @@ class Composition:
             log.warning("superfluid: model %s did not load: %s", model_id, state.error)
 
     async def close(self) -> None:
-        """Stop the LMSP tasks and the engines, then close the store."""
+        """Close the WebSocket connections, stop the tasks and the engines, close the store."""
+        self.sockets.close_all()
         await self.lmsp.close()
         await self.models.close()
         await asyncio.to_thread(self.store.close)

@@ -173,6 +173,19 @@ class Superfluid(LoggingConfigurable):
         24 * 3600.0, help="LMSP: seconds an Idempotency-Key is remembered."
     ).tag(config=True)
 
+    websocket_connections = Int(
+        8,
+        help="WebSocket mode of /v1/responses: open connections allowed per API key (per "
+        "principal); one more is refused with 429 before the upgrade. 0: no limit.",
+    ).tag(config=True)
+
+    websocket_messages_per_second = Float(
+        20.0,
+        help="WebSocket mode of /v1/responses: messages a connection may send per second "
+        "(over one-second windows); past it a message gets a rate_limit_exceeded error "
+        "event and is dropped. 0: no limit.",
+    ).tag(config=True)
+
 
 CLI_ALIASES: dict[str, str] = {
     "model": "Superfluid.models",
@@ -195,4 +208,6 @@ CLI_ALIASES: dict[str, str] = {
     "key-policy": "Superfluid.key_policy",
     "host": "Superfluid.host",
     "port": "Superfluid.port",
+    "ws-connections": "Superfluid.websocket_connections",
+    "ws-messages-per-second": "Superfluid.websocket_messages_per_second",
 }

@@ -150,10 +150,11 @@ class StoredTurns:
         previous_response_id: str | None,
         input_items: list[dict[str, Any]],
         echo: dict[str, Any],
+        retain: bool | None = None,
     ) -> PreparedTurn:
-        """Render ``request`` and give it a response id."""
+        """Render ``request`` and give it a response id (``retain``: keep its KV state)."""
         # A stored response can be continued: the engine keeps its KV state.
-        turn = await self.chat.prepare(request, continuation, retain=store)
+        turn = await self.chat.prepare(request, continuation, retain=store or bool(retain))
         rid = new_id("resp_")
         return PreparedTurn(
             rid,

@@ -7,7 +7,7 @@ a dropped connection is resumed with ``Last-Event-ID`` (a server that restarted 
 answers with a fresh snapshot). ``wait_for`` follows one model until a state it wants.
 
 HTTP only, like the rest of the notebook side: a state is the server's JSON object
-(``id``, ``state``, ``progress``, ``error``…, see README "Model states").
+(``id``, ``state``, ``progress``, ``error``…, see docs/user-guide/models.md, "Model states").
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ conversation forked warm or rebuilt); ``create`` and ``stream`` run it through
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from jupyter_superfluid.chat.types import ChatRequest, ChatSampling
@@ -21,6 +21,7 @@ from jupyter_superfluid.generation.items import (
     to_tool_choice,
     to_tools,
 )
+from jupyter_superfluid.generation.prompting import Continuation
 from jupyter_superfluid.generation.stored_turns import PreparedTurn, SilentEncoder, StoredTurns
 from jupyter_superfluid.generation.wire import FunctionTool
 from jupyter_superfluid.openai_api.background import Background
@@ -65,9 +66,18 @@ class Responses:
     # -- create ---------------------------------------------------------------
 
     async def prepare(
-        self, body: dict[str, Any], principal: Principal
+        self,
+        body: dict[str, Any],
+        principal: Principal,
+        *,
+        local: Mapping[str, Continuation] | None = None,
+        retain: bool = False,
     ) -> tuple[ResponseCreateRequest, PreparedTurn]:
-        """Validate ``body``, resolve its conversation and render its prompt."""
+        """Validate ``body``, resolve its conversation and render its prompt.
+
+        ``local``: unstored responses a WebSocket connection can continue (warm);
+        ``retain``: keep the turn's KV state although it is not stored.
+        """
         if self.signer is not None:
             body = self.signer.expand(body)  # a compaction item: the summary it holds
         req = parse(ResponseCreateRequest, body)
@@ -82,9 +92,20 @@ class Responses:
         messages = messages_from_json(history) + messages
         tools = to_tools(req.tools)
         fmt = req.text.format if req.text is not None else None
-        cont, prev = await self.turns.continuation(previous_id, principal.owner)
+        cont: Continuation | None
+        if local is not None and previous_id is not None and previous_id in local:
+            if req.store:
+                raise InvalidRequest(
+                    "a stored response cannot continue an unstored one",
+                    param="previous_response_id",
+                )
+            cont, prev = local[previous_id], None
+            model_of_local = cont.meta.get("model")
+        else:
+            cont, prev = await self.turns.continuation(previous_id, principal.owner)
+            model_of_local = None
         model = req.model or (prev.model if prev is not None else None)
-        model = model or (conv.model if conv is not None else None)
+        model = model or (conv.model if conv is not None else None) or model_of_local
         if not model:
             raise InvalidRequest("model is required", param="model")
         chat_request = ChatRequest(
@@ -115,6 +136,7 @@ class Responses:
             previous_response_id=previous_id,
             input_items=history + dump_items(items),
             echo=echo,
+            retain=retain,
         )
         if conv is not None:  # committed with the response: the conversation moves with it
             own = pt.input_items[len(history) :]

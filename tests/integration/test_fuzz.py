@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 from support.no_eos import RUN_TO_CAP
+from websockets.sync.client import connect
 
 from jupyter_superfluid.pytest_plugin import StandaloneServer, start_standalone
 
@@ -402,7 +403,12 @@ def fuzzed(
     sf_model_cache: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[StandaloneServer]:
     """A server of its own, answering at most 4 tokens unless a request asks for more."""
-    server = start_standalone(sf_model_cache, tmp_path_factory.mktemp("fuzz"), "--max-tokens=4")
+    server = start_standalone(
+        sf_model_cache,
+        tmp_path_factory.mktemp("fuzz"),
+        "--max-tokens=4",
+        "--ws-messages-per-second=0",
+    )
     yield server
     server.stop()
 
@@ -439,3 +445,56 @@ def test_no_input_gets_a_5xx_or_a_hang(fuzzed):
         assert ok.status_code == 200 and ok.json()["status"] == "incomplete"
         lmsp = http.post("/lmsp/v1/responses", json=body)
         assert lmsp.status_code == 200 and lmsp.json()["object"] == "response"
+
+
+WS_ROUNDS = 400
+WS_FINAL = ("response.completed", "response.incomplete", "response.failed")
+
+
+def ws_message(fuzzer: Fuzzer) -> str | bytes:
+    """A mutated ``response.create`` (or raw bytes, or another type) for WebSocket mode."""
+    roll = fuzzer.rng.random()
+    if roll < 0.15:
+        return fuzzer.raw()
+    body = fuzzer.mutated("/v1/responses")
+    if not isinstance(body, dict):
+        return json.dumps(body)
+    kind = "response.create" if roll < 0.9 else fuzzer.word()
+    return json.dumps({"type": kind, **body})
+
+
+def ws_answer(ws: Any) -> list[dict[str, Any]]:
+    """The events one message got: up to a final event, or its one error event."""
+    events: list[dict[str, Any]] = []
+    while True:
+        try:
+            event = json.loads(ws.recv(timeout=60 if not events else 5))
+        except TimeoutError:
+            assert events and events[-1]["type"] == "error", events[-3:]
+            return events  # an error ended a response that had begun
+        events.append(event)
+        if event["type"] in WS_FINAL or (event["type"] == "error" and "status" in event):
+            return events
+
+
+def test_no_websocket_message_gets_an_internal_error_or_a_dropped_connection(fuzzed):
+    body = {"model": CHATML, "input": "x", "max_output_tokens": 2}
+    made = httpx.post(f"{fuzzed.url}/v1/responses", json=body, timeout=60)
+    assert made.status_code == 200, made.text
+    fuzzer = Fuzzer(SEED + 1, made.json()["id"], "task_x")
+    url = fuzzed.url.replace("http://", "ws://") + "/v1/responses"
+    kinds: Counter[str] = Counter()
+    with connect(url, open_timeout=30, max_size=None) as ws:
+        for n in range(WS_ROUNDS):
+            message = ws_message(fuzzer)
+            ws.send(message)
+            events = ws_answer(ws)
+            codes = [e.get("error", {}).get("code") for e in events if e["type"] == "error"]
+            assert "internal_error" not in codes, (n, message, events[-2:])
+            assert all(e.get("status", 400) < 500 for e in events), (n, message, events[-2:])
+            kinds[events[-1]["type"]] += 1
+        ok = {"type": "response.create", "model": CHATML, "input": "ok", "max_output_tokens": 2}
+        ws.send(json.dumps(ok))
+        assert ws_answer(ws)[-1]["type"] in WS_FINAL  # still open, still answering
+    print(f"ws fuzz: {WS_ROUNDS} messages: {dict(kinds)}")
+    assert kinds["error"] > WS_ROUNDS // 3 and sum(kinds[k] for k in WS_FINAL) > 5

@@ -115,5 +115,5 @@ class TemplateSyntax:
     describes_tools: bool = False  # the template lists the tools to the model itself
     renders_calls: bool = False  # the template renders an assistant's calls (else as text)
     renders_results: bool = False  # the template renders tool results
-    result_shape: str = ""  # how tool results come back, for people (the README table)
+    result_shape: str = ""  # how tool results come back, for people (the docs' template table)
     notes: tuple[str, ...] = field(default_factory=tuple)  # why, where something was not derived
