@@ -70,7 +70,9 @@ def stream(url: str, body: dict[str, Any]) -> list[dict[str, Any]]:
     """The events of a streamed response, each validated."""
     with httpx.stream("POST", url + "/responses", json={**body, "stream": True}, timeout=120) as r:
         assert r.status_code == 200
-        events = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: ")]
+        datas = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
+    assert datas[-1] == "[DONE]"  # OpenResponses' terminal line
+    events = [json.loads(d) for d in datas[:-1]]
     for event in events:
         validate_event(event)
     return events
