@@ -105,7 +105,7 @@ export function footer(model: SuperfluidChatModel) {
           disabled={!body}
           onClick={() => void navigator.clipboard?.writeText(body)}
         >
-          ⧉ Copy
+          Copy
         </button>
         <span className="sf-chat-meta">
           {info.model ?? ''}

@@ -85,7 +85,7 @@ function ChatRow({ controller, id }: { controller: ChatController; id: string })
         onClick={() => (confirm ? void controller.remove(id) : setConfirm(true))}
         onBlur={() => setConfirm(false)}
       >
-        {confirm ? 'Delete?' : '🗑'}
+        {confirm ? 'Delete?' : '✕'}
       </button>
     </li>
   );

@@ -46,7 +46,6 @@ export function createPanel(
     inputToolbarRegistry: toolbar,
     messageFooterRegistry: footers,
     messagePreambleRegistry: preambles,
-    welcomeMessage: 'Ask the local model. Answers are stored in this server’s conversations.',
     area: 'sidebar'
   });
   chat.addClass('sf-chat-body');
