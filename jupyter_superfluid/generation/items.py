@@ -9,6 +9,7 @@ values checks what only the content can tell (media, built-in tools).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -153,6 +154,21 @@ def messages_from_items(items: Sequence[Any], param: str = "input") -> tuple[Cha
         else:
             raise UnsupportedParameter("item_reference items are not supported", param=at)
     return tuple(turns.messages)
+
+
+async def messages_off_the_loop(
+    items: Sequence[Any], param: str = "input"
+) -> tuple[ChatMessage, ...]:
+    """``messages_from_items``, on a worker thread when a file must be read (a PDF's text
+    can take seconds to extract; the event loop, and so Jupyter, never waits for it)."""
+    if not any(_has_file(item) for item in items):
+        return messages_from_items(items, param)
+    return await asyncio.to_thread(messages_from_items, items, param)
+
+
+def _has_file(item: Any) -> bool:
+    content = getattr(item, "content", None)
+    return isinstance(content, list) and any(isinstance(p, FilePart) for p in content)
 
 
 def messages_from_json(items: Sequence[Any], param: str = "input") -> tuple[ChatMessage, ...]:

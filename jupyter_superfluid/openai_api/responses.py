@@ -14,8 +14,8 @@ from jupyter_superfluid.chat.types import ChatRequest, ChatSampling
 from jupyter_superfluid.errors import APIError, InvalidRequest, NotFound, UnsupportedParameter
 from jupyter_superfluid.generation.items import (
     dump_items,
-    messages_from_items,
     messages_from_json,
+    messages_off_the_loop,
     normalize_input,
     to_output_format,
     to_tool_choice,
@@ -86,7 +86,7 @@ class Responses:
         history = conv.history if conv is not None else []
         previous_id = conv.previous_response_id if conv is not None else req.previous_response_id
         items = normalize_input(req.input)
-        messages = messages_from_items(items)
+        messages = await messages_off_the_loop(items)
         if not messages:
             raise InvalidRequest("input must not be empty", param="input")
         messages = messages_from_json(history) + messages
