@@ -139,6 +139,7 @@ class Conversations:
                 "status": r.status,
                 "previous_response_id": r.previous_response_id,
                 "preview": r.preview,
+                "cached_tokens": r.cached_tokens,
             }
             for r in records
         ]
@@ -173,7 +174,8 @@ class Conversations:
         q = parse(ItemsListQuery, query)
         fn = self.store.conversation_items
         found = await self._call(fn, conv_id, principal.owner, conv_id=conv_id)
-        return item_page([i.item for i in found], q)
+        # An extension: each item names the response it belongs to (None while pending).
+        return item_page([{**i.item, "response_id": i.response_id} for i in found], q)
 
     async def add_items(self, conv_id: str, body: Any, principal: Principal) -> dict[str, Any]:
         """Append items (pending until the next response); the added items."""

@@ -116,6 +116,8 @@ def test_responses_in_a_conversation_move_its_head_warm(standalone):
     assert kinds == [("message", "user"), ("message", "assistant")] * 2
     assert items[0].content[0].text == "My name is Ada."
     assert items[1].id == first.output[0].id and items[3].id == second.output[0].id
+    owners = [i.model_extra["response_id"] for i in items]
+    assert owners == [first.id, first.id, second.id, second.id]
     assert client.conversations.retrieve(conv_id).model_extra["head_response_id"] == second.id
 
 
@@ -295,6 +297,7 @@ def test_a_branch_from_an_earlier_response_moves_the_conversation(standalone):
         (b.id, a.id),
         (b2.id, a.id),
     ]
+    assert tree["data"][2]["cached_tokens"] == b2.usage.input_tokens_details.cached_tokens
     # Back to the first branch: its items again, and the next turn continues b.
     back = httpx.post(
         f"{standalone.base_url}/conversations/{conv_id}", json={"head_response_id": b.id}
