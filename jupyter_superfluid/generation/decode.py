@@ -86,6 +86,8 @@ async def run_generation(
                     break
             elif isinstance(event, GenerationFinished):
                 reason, result.counted = event.reason, event.completion_tokens
+                if event.cached_tokens is not None:  # a remote that counts at the end
+                    cached = event.cached_tokens
                 if event.reason == "error":
                     result.reason, result.code = event.error, event.code
     except EngineError as err:  # an engine process refuses at the first event, not the call

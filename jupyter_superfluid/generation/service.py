@@ -43,6 +43,7 @@ from jupyter_superfluid.errors import (
     generation_error,
 )
 from jupyter_superfluid.generation import media as media_input
+from jupyter_superfluid.generation.cache_salt import CacheSalts
 from jupyter_superfluid.generation.decode import TurnResult, run_generation
 from jupyter_superfluid.generation.prompting import (
     Continuation,
@@ -93,10 +94,19 @@ class Turn:
 class ChatService:
     """Runs neutral chat requests on the shared models and logs their sessions."""
 
-    def __init__(self, models: ModelHub, store: Store, *, default_max_tokens: int = 0) -> None:
+    def __init__(
+        self,
+        models: ModelHub,
+        store: Store,
+        *,
+        default_max_tokens: int = 0,
+        salts: CacheSalts | None = None,
+    ) -> None:
         self.models = models
         self.store = store
         self.default_max_tokens = default_max_tokens
+        # Per-principal prefix-cache salts (shared engines: vLLM), keyed in the store.
+        self.salts = salts or CacheSalts.in_directory(store.root)
 
     async def prepare(
         self,
@@ -104,11 +114,13 @@ class ChatService:
         continuation: Continuation | None = None,
         *,
         retain: bool = False,
+        owner: str | None = None,
     ) -> Turn:
         """Render and tokenize ``request`` (continuing ``continuation`` if given).
 
         ``retain``: the turn will be stored and can be continued, so the engine
         keeps its KV state (one-off turns leave only the prefixes that recur).
+        ``owner``: the principal's store owner, whose cache salt the request carries.
         """
         model = await self.models.get(request.model)
         codec = model.codec
@@ -168,6 +180,7 @@ class ChatService:
                 cache_suffix=tuple(suffix),
                 media=prompt.media,
                 retain=retain,
+                cache_salt=self.salts.salt(owner),
             ),
         )
 

@@ -154,7 +154,9 @@ class StoredTurns:
     ) -> PreparedTurn:
         """Render ``request`` and give it a response id (``retain``: keep its KV state)."""
         # A stored response can be continued: the engine keeps its KV state.
-        turn = await self.chat.prepare(request, continuation, retain=store or bool(retain))
+        turn = await self.chat.prepare(
+            request, continuation, retain=store or bool(retain), owner=owner
+        )
         rid = new_id("resp_")
         return PreparedTurn(
             rid,

@@ -62,8 +62,10 @@ class ModelUnavailableError(EngineError):
     """A model offered but whose file cannot be obtained now (offline, not cached)."""
 
 
-SpecKind = Literal["path", "hf", "builtin", "llama-server"]
+SpecKind = Literal["path", "hf", "builtin", "llama-server", "vllm"]
 LLAMA_SERVER_PREFIX = "llama-server:"
+VLLM_PREFIX = "vllm:"
+REMOTE_KINDS = ("llama-server", "vllm")
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,7 @@ class ModelSpec:
     source: str  # a path, "OWNER/REPO/FILE.gguf", a built-in id, or a llama-server URL
     spec: str  # as the user wrote it
     mmproj: str | None = None  # the projector for image/audio input: a path or hf:…
+    tokenizer: str | None = None  # vllm: the model's tokenizer files (a local directory)
 
     @property
     def hf_repo_file(self) -> tuple[str, str]:
@@ -94,7 +97,7 @@ def parse_spec(spec: str) -> ModelSpec:
     parsed = _parse_model(text.strip(), spec)
     if not mmproj:
         return parsed
-    if parsed.kind in ("builtin", "llama-server") or not mmproj.strip().endswith(".gguf"):
+    if parsed.kind in ("builtin", *REMOTE_KINDS) or not mmproj.strip().endswith(".gguf"):
         raise ValueError(f"invalid model spec {spec!r}: mmproj= takes a .gguf path or hf: file")
     return dataclasses.replace(parsed, mmproj=mmproj.strip())
 
@@ -104,7 +107,7 @@ def _parse_model(text: str, spec: str) -> ModelSpec:
     given_id = None
     head, sep, rest = text.partition("=")
     plain = (
-        head.startswith(("hf:", LLAMA_SERVER_PREFIX))
+        head.startswith(("hf:", LLAMA_SERVER_PREFIX, VLLM_PREFIX))
         or any(c.isspace() for c in head)
         or Path(text).is_file()
     )
@@ -114,6 +117,8 @@ def _parse_model(text: str, spec: str) -> ModelSpec:
         url = _remote_url(text[len(LLAMA_SERVER_PREFIX) :], spec)
         # Without ID=: the URL without its scheme, known without asking the remote.
         return ModelSpec(given_id or url.split("://", 1)[1], "llama-server", url, spec)
+    if text.startswith(VLLM_PREFIX):
+        return _vllm_spec(text[len(VLLM_PREFIX) :], given_id, spec)
     if text in BUILTIN_MODELS:
         return ModelSpec(given_id or text, "builtin", text, spec)
     if text.startswith("hf:"):
@@ -137,6 +142,19 @@ def _remote_url(url: str, spec: str) -> str:
     if parsed.scheme not in ("http", "https") or not parsed.hostname or parsed.query:
         raise ValueError(f"invalid model spec {spec!r}: expected llama-server:http://HOST:PORT")
     return url.strip().rstrip("/")
+
+
+def _vllm_spec(text: str, given_id: str | None, spec: str) -> ModelSpec:
+    """``vllm:URL#tokenizer=PATH``: vLLM serves no chat template, so its files are named."""
+    url, _, tokenizer = text.partition("#tokenizer=")
+    if not tokenizer.strip():
+        raise ValueError(
+            f"invalid model spec {spec!r}: expected vllm:URL#tokenizer=PATH (vLLM does not "
+            "serve its chat template: PATH is the model's tokenizer files, a local directory)"
+        )
+    url = _remote_url(url, spec)
+    source_id = given_id or url.split("://", 1)[1]
+    return ModelSpec(source_id, "vllm", url, spec, tokenizer=tokenizer.strip())
 
 
 def default_cache_dir() -> Path:
@@ -247,7 +265,7 @@ class ModelRegistry:
     def resolve(self, model_id: str) -> Path:
         """The model's local file, building or downloading it if needed (blocking)."""
         spec = self.spec(model_id)
-        if spec.kind == "llama-server":
+        if spec.kind in REMOTE_KINDS:
             raise ModelUnavailableError(
                 f"model {spec.id} is served by {spec.source}: no local file"
             )
@@ -298,7 +316,7 @@ class ModelRegistry:
         """Resolve ``spec``'s files (in a thread) and launch its engine."""
         if self._closed:
             raise EngineError("the model registry is closed")
-        if spec.kind == "llama-server":  # a remote engine: no file, no launcher
+        if spec.kind in REMOTE_KINDS:  # a remote engine: no file, no launcher
             return await asyncio.to_thread(self._connect, spec)
         path = await asyncio.to_thread(self.resolve, spec.id)
         options = await asyncio.to_thread(self.load_options, spec.id)
@@ -313,9 +331,19 @@ class ModelRegistry:
         """An engine over the remote ``llama-server`` of ``spec`` (blocking: reads its props)."""
         from jupyter_superfluid.engine.remote.llama_server import LlamaServerEngine
 
+        if spec.kind == "vllm":
+            return self._connect_vllm(spec)
         timeout = self._remote_timeout
         options = {} if timeout is None else {"silence_timeout": timeout}
         return LlamaServerEngine.connect(spec.id, spec.source, **options)
+
+    def _connect_vllm(self, spec: ModelSpec) -> Engine:
+        """An engine over the remote vLLM of ``spec`` (blocking: reads its models)."""
+        from jupyter_superfluid.engine.remote.vllm import VllmEngine
+
+        timeout = self._remote_timeout
+        options = {} if timeout is None else {"silence_timeout": timeout}
+        return VllmEngine.connect(spec.id, spec.source, tokenizer=spec.tokenizer, **options)
 
     async def close(self) -> None:
         """Close every loaded engine."""

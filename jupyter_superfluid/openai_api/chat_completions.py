@@ -188,14 +188,16 @@ class ChatCompletions:
     def __init__(self, chat: ChatService) -> None:
         self.chat = chat
 
-    async def prepare(self, body: dict[str, Any]) -> tuple[ChatCompletionRequest, Turn]:
-        """Validate and render a request."""
+    async def prepare(
+        self, body: dict[str, Any], owner: str | None = None
+    ) -> tuple[ChatCompletionRequest, Turn]:
+        """Validate and render a request (``owner``: the principal's, for its cache salt)."""
         req = parse(ChatCompletionRequest, body)
-        return req, await self.chat.prepare(to_chat_request(req))
+        return req, await self.chat.prepare(to_chat_request(req), owner=owner)
 
-    async def answer(self, body: dict[str, Any]) -> Answer:
+    async def answer(self, body: dict[str, Any], owner: str | None = None) -> Answer:
         """A chat completion for ``body``: its chunks when it streams, else the object."""
-        req, turn = await self.prepare(body)
+        req, turn = await self.prepare(body, owner)
         if req.stream:
             chunks = self.stream(req, turn)
             return Answer(batches=chunks, warm=lambda: turn.cached_tokens, on_error=stream_error)

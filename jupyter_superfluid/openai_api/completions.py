@@ -42,6 +42,7 @@ from jupyter_superfluid.errors import (
     UnsupportedParameter,
     generation_error,
 )
+from jupyter_superfluid.generation.cache_salt import CacheSalts
 from jupyter_superfluid.generation.decode import RawText, TurnResult, run_generation
 from jupyter_superfluid.generation.fim import fim_prompt, fim_tokens, text_tokens
 from jupyter_superfluid.models.hub import ModelHub
@@ -74,12 +75,22 @@ class Completion:
 class Completions:
     """The legacy completions endpoint's logic, on the served models."""
 
-    def __init__(self, models: ModelHub, *, default_max_tokens: int = DEFAULT_MAX_TOKENS) -> None:
+    def __init__(
+        self,
+        models: ModelHub,
+        *,
+        default_max_tokens: int = DEFAULT_MAX_TOKENS,
+        salts: CacheSalts | None = None,
+    ) -> None:
         self.models = models
         self.default_max_tokens = default_max_tokens
+        self.salts = salts  # per-principal prefix-cache salts (the chat path's)
 
-    async def prepare(self, body: dict[str, Any]) -> Completion:
-        """Validate and tokenize a request (400 for what is not served or does not fit)."""
+    async def prepare(self, body: dict[str, Any], owner: str | None = None) -> Completion:
+        """Validate and tokenize a request (400 for what is not served or does not fit).
+
+        ``owner``: the principal's store owner, whose cache salt the request carries.
+        """
         req = parse(CompletionRequest, body)
         check_served(req)
         engine = (await self.models.get(req.model)).engine
@@ -104,11 +115,12 @@ class Completions:
             tuple((req.logit_bias or {}).items()),
         )
         sampling = sampling_for(asked, None, self.default_max_tokens, room=context - len(tokens))
-        return Completion(req, engine, GenerateRequest(tuple(tokens), sampling))
+        salt = self.salts.salt(owner) if self.salts is not None else None
+        return Completion(req, engine, GenerateRequest(tuple(tokens), sampling, cache_salt=salt))
 
-    async def answer(self, body: dict[str, Any]) -> Answer:
+    async def answer(self, body: dict[str, Any], owner: str | None = None) -> Answer:
         """A completion for ``body``: its chunks when it streams, else the object."""
-        c = await self.prepare(body)
+        c = await self.prepare(body, owner)
         if c.request.stream:
             return Answer(
                 batches=self.stream(c), warm=lambda: c.cached_tokens, on_error=stream_error

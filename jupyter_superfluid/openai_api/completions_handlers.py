@@ -24,7 +24,7 @@ class CompletionsHandler(OpenAIHandler):
 
     async def post(self) -> None:
         """A text completion (fill-in-the-middle with ``suffix``), streamed or not."""
-        await self.answer(await self.service.answer(self.json_body()))
+        await self.answer(await self.service.answer(self.json_body(), self.principal.owner))
 
 
 def routes(*, completions: Completions) -> list[Route]:

@@ -57,7 +57,7 @@ class ChatCompletionsHandler(OpenAIHandler):
 
     async def post(self) -> None:
         """A chat completion, streamed or not."""
-        await self.answer(await self.service.answer(self.json_body()))
+        await self.answer(await self.service.answer(self.json_body(), self.principal.owner))
 
 
 def routes(*, models: ModelHub, chat_completions: ChatCompletions) -> list[Route]:

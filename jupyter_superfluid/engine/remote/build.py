@@ -68,15 +68,15 @@ def ensure_llama_server(
     if _usable(target):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _build_lock(target.parent / "build.lock"):
+    with build_lock(target.parent / "build.lock"):
         if _usable(target):  # built by whoever held the lock before us
             return target
         src = llama_cpp_tree(version, cache)
         build = target.parent / "build"
         out = output or sys.stderr
-        _step(["cmake", "-S", str(src), "-B", str(build), *CMAKE_OPTIONS], out)
+        run_step(["cmake", "-S", str(src), "-B", str(build), *CMAKE_OPTIONS], out)
         jobs = jobs or len(os.sched_getaffinity(0))
-        _step(["cmake", "--build", str(build), "--target", "llama-server", "-j", str(jobs)], out)
+        run_step(["cmake", "--build", str(build), "--target", "llama-server", "-j", str(jobs)], out)
         built = build / "bin" / "llama-server"
         if not built.exists():
             raise RuntimeError(f"the build did not produce {built}")
@@ -92,7 +92,7 @@ def _usable(path: Path) -> bool:
 
 
 @contextlib.contextmanager
-def _build_lock(path: Path) -> Iterator[None]:
+def build_lock(path: Path) -> Iterator[None]:  # also the vLLM venv's (vllm_build)
     """Hold an exclusive lock on ``path`` (waits while another build holds it)."""
     with open(path, "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -102,13 +102,13 @@ def _build_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _step(cmd: list[str], out: TextIO) -> None:
+def run_step(
+    cmd: list[str], out: TextIO, hint: str = "building llama-server needs cmake and a C++ compiler"
+) -> None:
     """Run one build step, its output passed on to ``out``; RuntimeError on failure."""
     print("+", " ".join(cmd), file=out, flush=True)
     if shutil.which(cmd[0]) is None:
-        raise RuntimeError(
-            f"{cmd[0]} is not installed; building llama-server needs cmake and a C++ compiler"
-        )
+        raise RuntimeError(f"{cmd[0]} is not installed; {hint}")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
     tail: list[str] = []

@@ -1,0 +1,218 @@
+"""Superfluid over a real vLLM (``ID=vllm:URL#tokenizer=PATH``) through its protocols.
+
+One vLLM server (CPU, a 3M-parameter random Llama) serves the session; a standalone
+superfluid with a key policy of two keys talks to it. What vLLM did is read from its own
+``/metrics``. The test that kills and restarts vLLM runs last (a restart costs tens of
+seconds).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import httpx
+import jsonschema
+import openai
+import pytest
+from support.vllm_remote import BLOCK, VllmServer
+
+from jupyter_superfluid.pytest_plugin import StandaloneServer
+
+from .conftest import KEYS, over_vllm
+
+CITY = {"type": "object", "properties": {"city": {"enum": ["Paris", "Oslo"]}}, "required": ["city"]}
+WEATHER = {"type": "function", "name": "get_weather", "parameters": CITY}
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+# Long enough to fill several of vLLM's 32-token blocks.
+LONG = "Tell me about the weather in Paris and Oslo in the winter months, in detail. " * 4
+
+
+def client_for(server: StandaloneServer, who: str = "alice") -> openai.OpenAI:
+    return openai.OpenAI(base_url=server.base_url, api_key=KEYS[who], max_retries=0, timeout=120)
+
+
+def no_eos(remote: VllmServer) -> dict[str, int]:
+    """The logit bias that bans the model's end of turn."""
+    body = {"prompt": "<|im_end|>", "add_special_tokens": False}
+    ids = httpx.post(remote.url + "/tokenize", json=body, timeout=10).json()["tokens"]
+    return {str(ids[0]): -100}
+
+
+def delta(before: dict[str, float], after: dict[str, float], name: str) -> int:
+    return int(after.get(name, 0) - before.get(name, 0))
+
+
+def test_create_is_generated_by_vllm(superfluid_vllm, vllm_server: VllmServer):
+    before = vllm_server.wait_idle()
+    r = client_for(superfluid_vllm).responses.create(
+        model="q",
+        input="hello",
+        max_output_tokens=16,
+        reasoning={"effort": "none"},
+        extra_body={"seed": 3, "logit_bias": no_eos(vllm_server)},
+    )
+    after = vllm_server.wait_idle()
+    assert r.model == "q" and r.status == "incomplete"
+    assert r.usage.output_tokens == 16 == delta(before, after, "generation_tokens_total")
+    assert r.usage.input_tokens == delta(before, after, "prompt_tokens_total")
+
+
+def test_stream_events_add_up_to_the_stored_response(superfluid_vllm):
+    client = client_for(superfluid_vllm)
+    with client.responses.stream(
+        model="q", input="stream", max_output_tokens=40, extra_body={"seed": 11}
+    ) as stream:
+        types = [e.type for e in stream]
+        final = stream.get_final_response()
+    assert types[:2] == ["response.created", "response.in_progress"]
+    assert types[-1] in ("response.completed", "response.incomplete")
+    stored = client.responses.retrieve(final.id)
+    assert stored.output_text == final.output_text and stored.usage == final.usage
+
+
+def test_forced_tool_call(superfluid_vllm):
+    r = client_for(superfluid_vllm).responses.create(
+        model="q",
+        input="weather?",
+        tools=[WEATHER],
+        tool_choice="required",
+        max_output_tokens=200,
+        reasoning={"effort": "none"},
+        extra_body={"seed": 5},
+    )
+    calls = [o for o in r.output if o.type == "function_call"]
+    assert r.status == "completed" and len(calls) == 1 and calls[0].name == "get_weather"
+    jsonschema.validate(json.loads(calls[0].arguments), CITY)
+
+
+def test_json_schema_output(superfluid_vllm):
+    r = client_for(superfluid_vllm).responses.create(
+        model="q",
+        input="person",
+        max_output_tokens=200,
+        reasoning={"effort": "none"},
+        extra_body={"seed": 4},
+        text={"format": {"type": "json_schema", "name": "p", "schema": PERSON, "strict": True}},
+    )
+    assert r.status == "completed"
+    jsonschema.validate(json.loads(r.output_text), PERSON)
+
+
+def test_chat_completions_once(superfluid_vllm):
+    chat = client_for(superfluid_vllm).chat.completions.create(
+        model="q", messages=[{"role": "user", "content": "hi"}], max_tokens=12, seed=2
+    )
+    assert chat.choices[0].finish_reason in ("stop", "length")
+    assert chat.usage.completion_tokens <= 12
+
+
+def test_continuation_is_served_warm_by_vllm(superfluid_vllm, vllm_server: VllmServer):
+    client = client_for(superfluid_vllm)
+    first = client.responses.create(
+        model="q", input=LONG, max_output_tokens=8, reasoning={"effort": "none"}
+    )
+    raw = client.responses.with_raw_response.create(
+        model="q", previous_response_id=first.id, input="And?", max_output_tokens=8
+    )
+    second = raw.parse()
+    cached = second.usage.input_tokens_details.cached_tokens
+    # vLLM's own count, in whole blocks, covering the first turn's prompt.
+    assert int(raw.headers["x-superfluid-warm"]) == cached
+    assert cached % BLOCK == 0 and cached >= first.usage.input_tokens // BLOCK * BLOCK > 0
+
+
+def test_cache_salt_isolates_principals(superfluid_vllm, vllm_server: VllmServer):
+    prompt = "A secret shared by nobody else: " + "plum " * 60
+    alice = client_for(superfluid_vllm, "alice")
+    bob = client_for(superfluid_vllm, "bob")
+    kwargs = {"model": "q", "input": prompt, "max_output_tokens": 2, "store": False}
+    cold = alice.responses.create(**kwargs)
+    warm = alice.responses.create(**kwargs)
+    other = bob.responses.create(**kwargs)
+    assert cold.usage.input_tokens_details.cached_tokens == 0
+    assert warm.usage.input_tokens_details.cached_tokens >= BLOCK  # alice's own prefix
+    assert other.usage.input_tokens_details.cached_tokens == 0  # never alice's blocks
+    again = bob.responses.create(**kwargs)
+    assert again.usage.input_tokens_details.cached_tokens >= BLOCK
+
+
+def completions_cached(server: StandaloneServer, who: str, prompt: str) -> int:
+    """The cached tokens of a ``/v1/completions`` request under ``who``'s key."""
+    body = {"model": "q", "prompt": prompt, "max_tokens": 2}
+    headers = {"Authorization": f"Bearer {KEYS[who]}"}
+    r = httpx.post(server.base_url + "/completions", json=body, headers=headers, timeout=60)
+    assert r.status_code == 200, r.text
+    return int(r.json()["usage"]["prompt_tokens_details"]["cached_tokens"])
+
+
+def test_cache_salt_isolates_legacy_completions(superfluid_vllm):
+    prompt = "Another secret of alice's: " + "pear " * 60
+    assert completions_cached(superfluid_vllm, "alice", prompt) == 0
+    assert completions_cached(superfluid_vllm, "alice", prompt) >= BLOCK
+    assert completions_cached(superfluid_vllm, "bob", prompt) == 0
+
+
+def test_disconnect_makes_vllm_abort(superfluid_vllm, vllm_server: VllmServer):
+    before = vllm_server.wait_idle()
+    body = {
+        "model": "q",
+        "input": "go",
+        "stream": True,
+        "max_output_tokens": 3500,  # ~35 s of generating at full speed
+        "logit_bias": no_eos(vllm_server),
+        "reasoning": {"effort": "none"},  # else the answer is reasoning, and no text comes
+    }
+    headers = {"Authorization": f"Bearer {KEYS['alice']}"}
+    url = superfluid_vllm.base_url + "/responses"
+    with httpx.stream("POST", url, json=body, headers=headers, timeout=60) as r:
+        assert r.status_code == 200, r.read()
+        for line in r.iter_lines():
+            if line.startswith("data: ") and '"response.output_text.delta"' in line:
+                break
+    after = vllm_server.wait_idle()  # vLLM aborted the request (or it would run on)
+    assert 0 < delta(before, after, "generation_tokens_total") < 3500
+
+
+def test_no_tokenizer_is_refused_at_start(sf_model_cache: Path, tmp_path: Path, vllm_server):
+    from jupyter_superfluid.models.registry import parse_spec
+
+    with pytest.raises(ValueError, match="tokenizer=PATH"):
+        parse_spec(f"q=vllm:{vllm_server.url}")
+    empty = tmp_path / "no-template"
+    empty.mkdir()
+    (empty / "tokenizer_config.json").write_text("{}")
+    server = over_vllm(
+        sf_model_cache,
+        tmp_path,
+        VllmServer(vllm_server.python, empty, vllm_server.port, tmp_path / "x.log"),
+    )
+    try:
+        with pytest.raises(openai.APIStatusError) as caught:
+            openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0).responses.create(
+                model="q", input="a", max_output_tokens=2
+            )
+        assert "no chat template" in caught.value.body["message"]
+    finally:
+        server.stop()
+
+
+def test_zz_vllm_going_away_gives_503_then_recovers(superfluid_vllm, vllm_server: VllmServer):
+    client = client_for(superfluid_vllm)
+    assert client.responses.create(model="q", input="a", max_output_tokens=4).status
+    vllm_server.stop(signal.SIGKILL)
+    for stream in (False, True):
+        with pytest.raises(openai.APIStatusError) as caught:
+            client.responses.create(model="q", input="b", max_output_tokens=4, stream=stream)
+        assert caught.value.status_code == 503
+        assert caught.value.body["code"] == "engine_unavailable"
+        assert vllm_server.url in caught.value.body["message"]
+    vllm_server.start()  # the same port, a fresh (cold) vLLM
+    again = client.responses.create(model="q", input="c", max_output_tokens=4)
+    assert again.status in ("completed", "incomplete")
