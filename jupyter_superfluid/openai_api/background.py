@@ -7,8 +7,9 @@ status ``queued``. It runs with no connection; its events are the same
 Responses events, with the same ``sequence_number`` s, a live stream carries,
 stored as task events (``seq`` = ``sequence_number`` + 1), so
 ``GET /v1/responses/{id}?stream=true&starting_after=N`` replays them from any
-point, live or after a restart. ``GET /v1/responses/{id}`` polls it (the
-stored response once it is committed, else the task's state), and
+point, live or after a restart, ending with ``[DONE]`` as a live stream does.
+``GET /v1/responses/{id}`` polls it (the stored response once it is
+committed, else the task's state), and
 ``POST /v1/responses/{id}/cancel`` ends it ``cancelled`` (final event
 ``response.cancelled``) and stops the engine at its next token. A task that a
 restart interrupted ends ``failed`` (code ``server_restarted``).
@@ -24,7 +25,7 @@ from typing import Any
 from jupyter_superfluid.errors import APIError, InvalidRequest
 from jupyter_superfluid.generation.stored_turns import PreparedTurn, StoredTurns
 from jupyter_superfluid.generation.tasks import Named, TaskRunner, TaskWork
-from jupyter_superfluid.openai_api.events import ResponsesEncoder
+from jupyter_superfluid.openai_api.events import DONE, ResponsesEncoder
 from jupyter_superfluid.openai_api.stored import response_body
 from jupyter_superfluid.store import EventHistoryExpired, Store, TaskEvent, TaskRecord
 from jupyter_superfluid.web.answer import Answer
@@ -142,6 +143,7 @@ class Background:
                 data = await self._recovered(event.task_id)  # failed by a restart
             data = {**data, "sequence_number": event.seq - 1}
             yield [SSE.json(data, event=event.event)]
+        yield [DONE]  # as a live stream ends
 
     async def _recovered(self, task_id: str) -> dict[str, Any]:
         record = await asyncio.to_thread(self.store.get_task, task_id)

@@ -87,6 +87,9 @@ def test_resume_with_a_bad_sequence_number_is_a_400(openai_client, standalone):
     r = start(openai_client, tokens=2)
     poll(openai_client, r.id)
     url = f"{standalone.base_url}/responses/{r.id}"
+    raw = httpx.get(url, params={"stream": "true", "starting_after": "3"}, timeout=60)
+    lines = [ln for ln in raw.text.splitlines() if ln]
+    assert lines[-1] == "data: [DONE]" and sum("[DONE]" in ln for ln in lines) == 1
     answer = httpx.get(url, params={"stream": "true", "starting_after": "x"})
     assert answer.status_code == 400 and answer.json()["error"]["param"] == "starting_after"
 
