@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import httpx
 import pytest
 from playwright.sync_api import expect
 from support.engine_processes import settled_tokens, tokens_generated
@@ -33,6 +34,7 @@ SOME_TEXT = re.compile(r"\S")
 def long_cell(lab: LabServer) -> str:
     """A cell text whose greedy continuation on the slow model runs to 100 tokens at least."""
     with lab.api() as api:
+        api.timeout = httpx.Timeout(300)  # a busy machine is slow to generate them
         for text in CANDIDATES:
             body = {"model": SLOW, "prompt": "import math\n\n" + text, "max_tokens": 100}
             answer = api.post("v1/completions", json={**body, "temperature": 0})
@@ -95,6 +97,20 @@ def type_at_end(nb: NotebookPage, index: int, text: str) -> None:
     nb.page.keyboard.type(text)
 
 
+def check_failure_stays_out_of_the_editor(nb: NotebookPage, lab: LabServer) -> None:
+    """A model that cannot answer shows nothing in the editor: only the status-bar note."""
+    configure(lab, model="no-such-model", debouncerDelay=0)
+    status = nb.page.locator(".jp-superfluid-completion-status")
+    nb.page.wait_for_timeout(1000)  # the settings reach the provider
+    nb.page.keyboard.press("Escape")
+    before = nb.cell(1).locator(".cm-content").inner_text()
+    type_at_end(nb, 1, "z")
+    expect(status).to_have_attribute("data-state", "failed", timeout=30_000)
+    expect(status).to_contain_text("no-such-model")
+    expect(nb.page.locator(GHOST)).to_have_count(0)
+    assert nb.cell(1).locator(".cm-content").inner_text() == before + "z"
+
+
 @pytest.mark.parametrize("ui", ["lab", "notebook"])
 def test_ghost_text_tab_accepts_and_typing_on_aborts(
     ui: str, lab: LabServer, chromium: Any, artifacts: Path, completer: Any
@@ -138,6 +154,7 @@ def test_ghost_text_tab_accepts_and_typing_on_aborts(
         expect(ghost.first).to_have_text(SOME_TEXT, timeout=60_000)
         page.screenshot(path=artifacts / f"completions-{ui}-ghost-dark.png")
         nb.theme("JupyterLab Light")
+        check_failure_stays_out_of_the_editor(nb, lab)
     finally:
         context.close()  # closing the page aborts what still streams
     # Nothing generates any more, long before either request could have run to its cap.
