@@ -147,7 +147,7 @@ def test_disconnect_stops_the_remote(over_remotes, remote_slow: RemoteServer):
     with httpx.stream("POST", over_remotes.base_url + "/responses", json=body, timeout=60) as r:
         assert r.status_code == 200, r.read()
         for line in r.iter_lines():
-            if line.startswith("data: "):
+            if line.startswith("data: ") and line != "data: [DONE]":
                 event = json.loads(line[6:])
                 response_id = response_id or event.get("response", {}).get("id")
                 if event["type"] == "response.output_text.delta":
@@ -238,7 +238,7 @@ def test_a_remote_dying_mid_stream_fails_the_stream(
         events = []
         with httpx.stream("POST", server.base_url + "/responses", json=body, timeout=60) as r:
             for line in r.iter_lines():
-                if line.startswith("data: "):
+                if line.startswith("data: ") and line != "data: [DONE]":
                     events.append(json.loads(line[6:]))
                     if events[-1]["type"] == "response.output_text.delta" and remote.process:
                         remote.stop(signal.SIGKILL)
@@ -284,7 +284,7 @@ def test_a_hung_remote_times_out_instead_of_hanging(
         events = []
         with httpx.stream("POST", server.base_url + "/responses", json=body, timeout=60) as r:
             for line in r.iter_lines():
-                if line.startswith("data: "):
+                if line.startswith("data: ") and line != "data: [DONE]":
                     events.append(json.loads(line[6:]))
                     if events[-1]["type"] == "response.output_text.delta" and len(events) < 9:
                         remote.process.send_signal(signal.SIGSTOP)  # alive, but silent
