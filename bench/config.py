@@ -23,9 +23,11 @@ SCENARIOS = (
     "concurrency",
     "jupyter",
     "remote",
+    "pool",
     "restart",
     "soak",
     "completions",
+    "websocket",
 )
 
 

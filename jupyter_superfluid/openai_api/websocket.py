@@ -119,7 +119,11 @@ class ResponsesSocketHandler(ResponsesHandler, WebSocketHandler):
         return origin is None or WebSocketHandler.check_origin(self, origin)
 
     def open(self, *args: str, **kwargs: str) -> None:
-        """Count the connection."""
+        """Count the connection; send each event at once."""
+        # Events are small frames: with Nagle's algorithm on, each one after the first
+        # waits for the client's delayed ACK (~40 ms), so a turn's first text delta came
+        # 50-500 ms late. SSE writes a wake-up's events in one flush; here each goes alone.
+        self.set_nodelay(True)
         self.sockets.add(self)
 
     def on_close(self) -> None:
