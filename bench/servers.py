@@ -190,8 +190,11 @@ def start_superfluid(
     return _launch("superfluid", cmd, workdir, port, _superfluid_loaded("", {}))
 
 
-def start_superfluid_over(remote_url: str, workdir: Path) -> Server:
-    """The standalone superfluid serving the bench model from a remote llama-server."""
+def start_superfluid_over(remote_url: str, workdir: Path, extra: tuple[str, ...] = ()) -> Server:
+    """The standalone superfluid serving the bench model from a remote llama-server.
+
+    ``remote_url``: one URL, or several comma-separated (a pool); ``extra``: more flags.
+    """
     port = free_port()
     cmd = [
         sys.executable,
@@ -202,6 +205,7 @@ def start_superfluid_over(remote_url: str, workdir: Path) -> Server:
         "--host=127.0.0.1",
         f"--sessions-dir={workdir / f'sessions-{port}'}",
         f"--model={MODEL_ID}=llama-server:{remote_url}",
+        *extra,
     ]
     return _launch("superfluid-over-llama-server", cmd, workdir, port, _superfluid_loaded("", {}))
 

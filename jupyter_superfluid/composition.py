@@ -192,6 +192,7 @@ def _lifecycle(config: Superfluid, store: Store) -> ModelLifecycle:
             stall_timeout=config.engine_stall_timeout,
         ),
         remote_timeout=config.remote_timeout,
+        pool_routing=config.pool_routing,
         kv_dir=str(Path(config.sessions_dir) / "kv"),
         disk_mib=config.cache_disk,
     )

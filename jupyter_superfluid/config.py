@@ -112,6 +112,15 @@ class Superfluid(LoggingConfigurable):
         "its other calls (tokenizing, /props) wait at most 30 s, or this if shorter.",
     ).tag(config=True)
 
+    pool_routing = Enum(
+        ["affinity", "round-robin"],
+        "affinity",
+        help="How a pool of replicas (llama-server:URL,URL,...) routes generations: "
+        "'affinity', a conversation's continuations to the replica that served it (its "
+        "prefix is cached there) and new ones to the least-loaded replica; 'round-robin', "
+        "each to the next replica, ignoring affinity (a benchmarking aid).",
+    ).tag(config=True)
+
     model_wait = Float(
         5.0,
         help="Seconds a request waits for its model to finish downloading or loading "
@@ -202,6 +211,7 @@ CLI_ALIASES: dict[str, str] = {
     "engine-restart-wait": "Superfluid.engine_restart_wait",
     "engine-stall-timeout": "Superfluid.engine_stall_timeout",
     "remote-timeout": "Superfluid.remote_timeout",
+    "pool-routing": "Superfluid.pool_routing",
     "model-wait": "Superfluid.model_wait",
     "cache-disk": "Superfluid.cache_disk",
     "api-key": "Superfluid.api_keys",

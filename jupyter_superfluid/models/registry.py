@@ -11,6 +11,9 @@ A model spec is one of:
 - ``llama-server:URL``, the model a running llama.cpp ``llama-server`` serves
   (``engine/remote/``; id: the URL without its scheme, e.g. ``gpu-box:8080``,
   known without contacting the remote),
+- ``llama-server:URL,URL,…``, a pool of replicas of one model behind one id
+  (``engine/remote/pool.py``: conversation affinity, least-loaded, failover; id: the
+  first URL without its scheme),
 
 each optionally prefixed ``ID=`` to choose the id. Engines load on first request,
 one load at a time per model, through a *launcher* (``launch.py``): in a thread of
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import os
 from collections.abc import Iterable
@@ -75,6 +79,7 @@ class ModelSpec:
     id: str
     kind: SpecKind
     source: str  # a path, "OWNER/REPO/FILE.gguf", a built-in id, or a llama-server URL
+    # (a pool of replicas: their URLs, comma-separated)
     spec: str  # as the user wrote it
     mmproj: str | None = None  # the projector for image/audio input: a path or hf:…
     tokenizer: str | None = None  # vllm: the model's tokenizer files (a local directory)
@@ -114,9 +119,10 @@ def _parse_model(text: str, spec: str) -> ModelSpec:
     if sep and head and not plain:
         given_id, text = head, rest
     if text.startswith(LLAMA_SERVER_PREFIX):
-        url = _remote_url(text[len(LLAMA_SERVER_PREFIX) :], spec)
-        # Without ID=: the URL without its scheme, known without asking the remote.
-        return ModelSpec(given_id or url.split("://", 1)[1], "llama-server", url, spec)
+        url = _remote_urls(text[len(LLAMA_SERVER_PREFIX) :], spec)
+        # Without ID=: the (first) URL without its scheme, known without asking the remote.
+        default_id = url.split(",", 1)[0].split("://", 1)[1]
+        return ModelSpec(given_id or default_id, "llama-server", url, spec)
     if text.startswith(VLLM_PREFIX):
         return _vllm_spec(text[len(VLLM_PREFIX) :], given_id, spec)
     if text in BUILTIN_MODELS:
@@ -144,6 +150,14 @@ def _remote_url(url: str, spec: str) -> str:
     return url.strip().rstrip("/")
 
 
+def _remote_urls(text: str, spec: str) -> str:
+    """A remote engine's base URL, or a pool's replicas' (``URL,URL,…``), comma-joined."""
+    urls = [_remote_url(part, spec) for part in text.split(",")]
+    if len(set(urls)) < len(urls):
+        raise ValueError(f"invalid model spec {spec!r}: a replica's URL is given twice")
+    return ",".join(urls)
+
+
 def _vllm_spec(text: str, given_id: str | None, spec: str) -> ModelSpec:
     """``vllm:URL#tokenizer=PATH``: vLLM serves no chat template, so its files are named."""
     url, _, tokenizer = text.partition("#tokenizer=")
@@ -152,8 +166,8 @@ def _vllm_spec(text: str, given_id: str | None, spec: str) -> ModelSpec:
             f"invalid model spec {spec!r}: expected vllm:URL#tokenizer=PATH (vLLM does not "
             "serve its chat template: PATH is the model's tokenizer files, a local directory)"
         )
-    url = _remote_url(url, spec)
-    source_id = given_id or url.split("://", 1)[1]
+    url = _remote_urls(url, spec)  # a pool of replicas: URL,URL,…
+    source_id = given_id or url.split(",", 1)[0].split("://", 1)[1]
     return ModelSpec(source_id, "vllm", url, spec, tokenizer=tokenizer.strip())
 
 
@@ -204,6 +218,7 @@ class ModelRegistry:
         cache_dir: str | os.PathLike[str] | None = None,
         launcher: Launcher | None = None,
         remote_timeout: float | None = None,
+        pool_routing: str = "affinity",
         **load_options: object,
     ) -> None:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
@@ -213,6 +228,7 @@ class ModelRegistry:
             self.add(text)
         self._launcher: Launcher = launcher or launch_in_thread
         self._remote_timeout = remote_timeout  # seconds a remote engine's stream may be silent
+        self._pool_routing = pool_routing  # how a pool of replicas routes (engine/remote/pool.py)
         self._load_options = load_options
         self._engines: dict[str, Engine] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -331,11 +347,23 @@ class ModelRegistry:
         """An engine over the remote ``llama-server`` of ``spec`` (blocking: reads its props)."""
         from jupyter_superfluid.engine.remote.llama_server import LlamaServerEngine
 
+        if "," in spec.source:  # a pool of replicas (of any remote kind)
+            return self._connect_pool(spec)
         if spec.kind == "vllm":
             return self._connect_vllm(spec)
         timeout = self._remote_timeout
         options = {} if timeout is None else {"silence_timeout": timeout}
         return LlamaServerEngine.connect(spec.id, spec.source, **options)
+
+    def _connect_pool(self, spec: ModelSpec) -> Engine:
+        """A pool over the replicas of ``spec``, each connected as a spec of its own (blocking)."""
+        from jupyter_superfluid.engine.remote.pool import PoolEngine
+
+        replicas = [
+            (url, functools.partial(self._connect, dataclasses.replace(spec, source=url)))
+            for url in spec.source.split(",")
+        ]
+        return PoolEngine.connect(spec.id, replicas, routing=self._pool_routing)
 
     def _connect_vllm(self, spec: ModelSpec) -> Engine:
         """An engine over the remote vLLM of ``spec`` (blocking: reads its models)."""

@@ -22,9 +22,14 @@ from jupyter_superfluid.web.sse import SSE
 KEEPALIVE_S = 15.0
 
 
-def model_object(state: ModelState) -> dict[str, Any]:
-    """A model's state as the models API answers it."""
-    return {"object": "superfluid.model", **state.as_dict()}
+def model_object(state: ModelState, lifecycle: ModelLifecycle | None = None) -> dict[str, Any]:
+    """A model's state as the models API answers it (with ``lifecycle``: a pool's replicas)."""
+    answer = {"object": "superfluid.model", **state.as_dict()}
+    loaded = lifecycle.loaded(state.id) if lifecycle is not None else None
+    replicas = getattr(loaded.engine, "replicas", None) if loaded is not None else None
+    if callable(replicas):  # a pool of remote replicas (engine/remote/pool.py)
+        answer["replicas"] = replicas()
+    return answer
 
 
 def snapshot(lifecycle: ModelLifecycle, model: str | None = None) -> dict[str, Any]:
@@ -33,7 +38,7 @@ def snapshot(lifecycle: ModelLifecycle, model: str | None = None) -> dict[str, A
     return {
         "type": "models.snapshot",
         "last_event_id": lifecycle.events.last_id,
-        "data": [model_object(s) for s in states],
+        "data": [model_object(s, lifecycle) for s in states],
     }
 
 

@@ -103,7 +103,8 @@ class ModelHandler(ModelsApiHandler):
 
     async def get(self, model_id: str) -> None:
         """One model's state."""
-        self.write_json(model_object(self.lifecycle.state(self.known(model_id))))
+        state = self.lifecycle.state(self.known(model_id))
+        self.write_json(model_object(state, self.lifecycle))
 
     async def delete(self, model_id: str) -> None:
         """Stop serving a model (unloading it); ``?delete_files=true`` deletes its download."""
