@@ -26,6 +26,7 @@ from jupyter_superfluid.openai_api.conversations_protocol import (
 )
 from jupyter_superfluid.openai_api.paging import item_page, list_body
 from jupyter_superfluid.openai_api.protocol import parse
+from jupyter_superfluid.openai_api.stored import listed_response
 from jupyter_superfluid.store import ResponseRecord, Store, new_id
 from jupyter_superfluid.store.conversations import (
     ConversationItemNotFound,
@@ -130,19 +131,7 @@ class Conversations:
         """Every response of the conversation, on every branch, oldest first (its tree)."""
         fn = self.store.conversation_responses
         records = await self._call(fn, conv_id, principal.owner, conv_id=conv_id)
-        data = [
-            {
-                "id": r.id,
-                "object": "response",
-                "created_at": int(r.created_at),
-                "model": r.model,
-                "status": r.status,
-                "previous_response_id": r.previous_response_id,
-                "preview": r.preview,
-                "cached_tokens": r.cached_tokens,
-            }
-            for r in records
-        ]
+        data = [listed_response(r) for r in records]
         return list_body(data, False)
 
     async def delete(self, conv_id: str, principal: Principal) -> dict[str, Any]:

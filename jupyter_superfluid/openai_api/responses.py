@@ -30,7 +30,7 @@ from jupyter_superfluid.openai_api.conversations import Conversations, Conversat
 from jupyter_superfluid.openai_api.events import DONE, ResponsesEncoder
 from jupyter_superfluid.openai_api.paging import item_page, list_body
 from jupyter_superfluid.openai_api.protocol import ListQuery, ResponseCreateRequest, parse
-from jupyter_superfluid.openai_api.stored import response_body
+from jupyter_superfluid.openai_api.stored import listed_response, response_body
 from jupyter_superfluid.store import ConversationAppend
 from jupyter_superfluid.web.answer import Answer
 from jupyter_superfluid.web.auth import Principal
@@ -243,19 +243,7 @@ class Responses:
         records, has_more = await self.turns.listing(
             principal.owner, limit=q.limit, after=q.after, order=q.order
         )
-        data = [
-            {
-                "id": r.id,
-                "object": "response",
-                "created_at": int(r.created_at),
-                "model": r.model,
-                "status": r.status,
-                "previous_response_id": r.previous_response_id,
-                "cached_tokens": r.cached_tokens,
-                "preview": r.preview,
-            }
-            for r in records
-        ]
+        data = [listed_response(r) for r in records]
         return list_body(data, has_more)
 
 

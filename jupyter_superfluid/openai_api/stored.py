@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from jupyter_superfluid.generation.stored import StoredResponse
+from jupyter_superfluid.store import ResponseRecord
 
 # Echoed request parameters and their values when a request did not set them.
 ECHO_DEFAULTS: dict[str, Any] = {
@@ -88,4 +89,18 @@ def _error(resp: StoredResponse) -> dict[str, Any] | None:
     return {
         "code": resp.error.get("code") or "server_error",
         "message": resp.error.get("message") or "generation failed",
+    }
+
+
+def listed_response(record: ResponseRecord) -> dict[str, Any]:
+    """A stored response in a listing (an extension): where it sits in its tree, and a preview."""
+    return {
+        "id": record.id,
+        "object": "response",
+        "created_at": int(record.created_at),
+        "model": record.model,
+        "status": record.status,
+        "previous_response_id": record.previous_response_id,
+        "cached_tokens": record.cached_tokens,
+        "preview": record.preview,
     }

@@ -8,7 +8,7 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
-import { eventData, splitEvents } from '../completions/sse';
+import { readEvents } from '../completions/sse';
 import type { StreamEvent } from './events';
 import type { Conversation, ConversationItem, ListPage, ResponseNode } from './types';
 
@@ -176,29 +176,3 @@ export async function failure(response: Response): Promise<ApiError> {
   return new ApiError(error?.message ?? `HTTP ${response.status}`, response.status, error?.code ?? null);
 }
 
-/** Server-sent events of a body: each event's name and data. */
-export async function* readEvents(body: ReadableStream<Uint8Array>): AsyncGenerator<{ event: string; data: string }> {
-  const reader = body.getReader();
-  const decoder = new TextDecoder();
-  let buffer = '';
-  try {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) {
-        return;
-      }
-      buffer += decoder.decode(value, { stream: true });
-      const { events, rest } = splitEvents(buffer);
-      buffer = rest;
-      for (const event of events) {
-        const data = eventData(event);
-        if (data !== null) {
-          const name = /^event: ?(.*)$/m.exec(event)?.[1] ?? 'message';
-          yield { event: name, data };
-        }
-      }
-    }
-  } finally {
-    reader.releaseLock();
-  }
-}

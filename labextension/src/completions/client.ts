@@ -7,7 +7,7 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
-import { CompletionError, eventData, parseChunk, splitEvents } from './sse';
+import { CompletionError, parseChunk, readEvents } from './sse';
 
 /** The body the completer sends (always streamed). */
 export interface CompletionBody {
@@ -40,31 +40,12 @@ export async function* streamCompletion(
   if (!response.ok || !response.body) {
     throw await failure(response);
   }
-  const reader = response.body.getReader();
-  const decoder = new TextDecoder();
-  let buffer = '';
-  try {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) {
-        return;
-      }
-      buffer += decoder.decode(value, { stream: true });
-      const { events, rest } = splitEvents(buffer);
-      buffer = rest;
-      for (const event of events) {
-        const data = eventData(event);
-        const chunk = data === null ? undefined : parseChunk(data);
-        if (chunk === null) {
-          return;
-        }
-        if (chunk) {
-          yield chunk.text;
-        }
-      }
+  for await (const { data } of readEvents(response.body)) {
+    const chunk = parseChunk(data);
+    if (chunk === null) {
+      return;
     }
-  } finally {
-    reader.releaseLock();
+    yield chunk.text;
   }
 }
 

@@ -1,6 +1,7 @@
 /**
- * Reading `/v1/completions`' server-sent events: each `data:` line a JSON chunk,
- * `data: [DONE]` the end. Pure, so it is tested without a server.
+ * Reading server-sent events, for the completer (`/v1/completions`: each `data:` line a
+ * JSON chunk, `data: [DONE]` the end) and the chat panel (`/v1/responses`). The parsing
+ * is pure, so it is tested without a server.
  */
 
 /** What one streamed chunk carries that the completer uses. */
@@ -52,4 +53,31 @@ export function parseChunk(data: string): CompletionChunk | null {
   }
   const choice = payload.choices?.[0];
   return { text: choice?.text ?? '', finishReason: choice?.finish_reason ?? null };
+}
+
+/** Server-sent events of a body: each event's name and data. */
+export async function* readEvents(body: ReadableStream<Uint8Array>): AsyncGenerator<{ event: string; data: string }> {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = '';
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) {
+        return;
+      }
+      buffer += decoder.decode(value, { stream: true });
+      const { events, rest } = splitEvents(buffer);
+      buffer = rest;
+      for (const event of events) {
+        const data = eventData(event);
+        if (data !== null) {
+          const name = /^event: ?(.*)$/m.exec(event)?.[1] ?? 'message';
+          yield { event: name, data };
+        }
+      }
+    }
+  } finally {
+    reader.releaseLock();
+  }
 }
