@@ -87,8 +87,18 @@ def _ensure_vllm(config: pytest.Config) -> str | None:
                 ensure_vllm(output=sys.stderr)
         ensure_vllm_model(vllm_python())
     except (RuntimeError, subprocess.CalledProcessError) as err:
-        return f"vLLM cannot be installed here: {str(err).strip().splitlines()[-1]}"
+        return f"vLLM cannot be installed here: {_cause(str(err))}"
     return None
+
+
+def _cause(output: str) -> str:
+    """The telling line of a failed install: a missing ``+cpu`` torch wheel, else the last."""
+    lines = [line.strip() for line in output.strip().splitlines() if line.strip()]
+    for line in lines:
+        if "depends on torch==" in line or "No matching distribution" in line:
+            why = line.split(";", 1)[0]
+            return f"{why} (a wheel pip finds through its find-links, e.g. /opt/wheels)"
+    return lines[-1] if lines else "unknown"
 
 
 def _skip_all(items: list[pytest.Item], why: str, *, marker: str = "", under: Path | None = None):
