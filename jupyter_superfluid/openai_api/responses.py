@@ -84,46 +84,13 @@ class Responses:
         _refuse_unsupported(req)
         conv = await self._conversation(req, principal)
         history = conv.history if conv is not None else []
-        previous_id = conv.previous_response_id if conv is not None else req.previous_response_id
         items = normalize_input(req.input)
         messages = await messages_off_the_loop(items)
         if not messages:
             raise InvalidRequest("input must not be empty", param="input")
-        messages = messages_from_json(history) + messages
         tools = to_tools(req.tools)
-        fmt = req.text.format if req.text is not None else None
-        cont: Continuation | None
-        if local is not None and previous_id is not None and previous_id in local:
-            if req.store:
-                raise InvalidRequest(
-                    "a stored response cannot continue an unstored one",
-                    param="previous_response_id",
-                )
-            cont, prev = local[previous_id], None
-            model_of_local = cont.meta.get("model")
-        else:
-            cont, prev = await self.turns.continuation(previous_id, principal.owner)
-            model_of_local = None
-        model = req.model or (prev.model if prev is not None else None)
-        model = model or (conv.model if conv is not None else None) or model_of_local
-        if not model:
-            raise InvalidRequest("model is required", param="model")
-        chat_request = ChatRequest(
-            model=model,
-            messages=messages,
-            tools=tools,
-            tool_choice=to_tool_choice(req.tool_choice, tools),
-            output_format=to_output_format(fmt),
-            sampling=ChatSampling(
-                req.temperature,
-                req.top_p,
-                req.seed,
-                req.max_output_tokens,
-                logit_bias=tuple((req.logit_bias or {}).items()),
-            ),
-            reasoning_effort=req.reasoning.effort if req.reasoning else None,
-            instructions=req.instructions,
-        )
+        cont, previous_id, model = await self._start(req, conv, principal, local)
+        chat_request = _chat_request(req, model, messages_from_json(history) + messages, tools)
         echo = _echo(req)
         if conv is not None:
             echo["conversation"] = {"id": conv.id}
@@ -142,6 +109,33 @@ class Responses:
             own = pt.input_items[len(history) :]
             pt.conversation = ConversationAppend(conv.id, own, rebase=conv.rebase)
         return req, pt
+
+    async def _start(
+        self,
+        req: ResponseCreateRequest,
+        conv: ConversationTurn | None,
+        principal: Principal,
+        local: Mapping[str, Continuation] | None,
+    ) -> tuple[Continuation | None, str | None, str]:
+        """What the turn continues (a stored response, or this connection's unstored one),
+        the previous response's id and the model (named, or the one continued)."""
+        previous_id = conv.previous_response_id if conv is not None else req.previous_response_id
+        cont: Continuation | None
+        if local is not None and previous_id is not None and previous_id in local:
+            if req.store:
+                raise InvalidRequest(
+                    "a stored response cannot continue an unstored one",
+                    param="previous_response_id",
+                )
+            cont = local[previous_id]
+            continued = cont.meta.get("model")
+        else:
+            cont, prev = await self.turns.continuation(previous_id, principal.owner)
+            continued = prev.model if prev is not None else None
+        model = req.model or continued or (conv.model if conv is not None else None)
+        if not model:
+            raise InvalidRequest("model is required", param="model")
+        return cont, previous_id, model
 
     async def _conversation(
         self, req: ResponseCreateRequest, principal: Principal
@@ -245,6 +239,29 @@ class Responses:
         )
         data = [listed_response(r) for r in records]
         return list_body(data, has_more)
+
+
+def _chat_request(
+    req: ResponseCreateRequest, model: str, messages: tuple[Any, ...], tools: tuple[Any, ...]
+) -> ChatRequest:
+    """The neutral chat request of a validated create body."""
+    fmt = req.text.format if req.text is not None else None
+    return ChatRequest(
+        model=model,
+        messages=messages,
+        tools=tools,
+        tool_choice=to_tool_choice(req.tool_choice, tools),
+        output_format=to_output_format(fmt),
+        sampling=ChatSampling(
+            req.temperature,
+            req.top_p,
+            req.seed,
+            req.max_output_tokens,
+            logit_bias=tuple((req.logit_bias or {}).items()),
+        ),
+        reasoning_effort=req.reasoning.effort if req.reasoning else None,
+        instructions=req.instructions,
+    )
 
 
 def _echo(req: ResponseCreateRequest) -> dict[str, Any]:
