@@ -52,7 +52,7 @@ def openai_client(standalone: StandaloneServer) -> Any:
 
 @pytest.fixture
 def local_hub() -> Iterator[LocalHub]:
-    """A Hugging Face hub on loopback (see ``tests/support/local_hub.py``), stopped after the test."""
+    """A Hugging Face hub on loopback (``tests/support/local_hub.py``), stopped after the test."""
     hub = LocalHub().start()
     yield hub
     hub.release()

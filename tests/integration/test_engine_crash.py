@@ -244,7 +244,7 @@ def test_lmsp_streams_and_tasks_end_failed(sf_start_standalone: Any) -> None:
 
 
 def test_a_continuation_after_a_crash_is_the_same_turn_cold(sf_start_standalone: Any) -> None:
-    # No disk tier: the crash takes all KV state (tests/integration/test_warm_restart.py has it back).
+    # No disk tier: the crash takes all KV state (test_warm_restart.py has it back).
     server = sf_start_standalone("--cache-disk=0")
     client = client_for(server)
     first = None

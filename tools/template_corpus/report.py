@@ -4,7 +4,8 @@
 with its own message, which the API answers as a 400): system and user; with tools; an
 assistant turn with one call and its result; one with two calls and their results; a
 multi-turn conversation with reasoning. ``python -m tools.doc_tables`` writes the
-table of llama.cpp's corpus into docs/user-guide/chat-templates.md; the corpus tests check what it claims.
+table of llama.cpp's corpus into docs/user-guide/chat-templates.md; the corpus tests
+check what it claims.
 """
 
 from __future__ import annotations

@@ -23,13 +23,33 @@ export const CommandIds = {
 
 export const CATEGORY = 'Superfluid';
 
-/** Whether the active cell has an error output. */
-function activeHasError(tracker: INotebookTracker): boolean {
+/** The cell a command is about: the one right-clicked for its context menu, else the active one. */
+function targetIndex(app: JupyterFrontEnd, tracker: INotebookTracker): number {
+  const panel = tracker.currentWidget;
+  if (!panel) {
+    return -1;
+  }
+  const node = app.contextMenuHitTest(n => n.classList.contains('jp-Cell'));
+  const hit = node ? panel.content.widgets.findIndex(cell => cell.node === node) : -1;
+  return hit >= 0 ? hit : panel.content.activeCellIndex;
+}
+
+/** Make the command's cell the active one (a right-click does not always). */
+function activateTarget(app: JupyterFrontEnd, tracker: INotebookTracker): void {
+  const panel = tracker.currentWidget;
+  const index = targetIndex(app, tracker);
+  if (panel && index >= 0 && index !== panel.content.activeCellIndex) {
+    panel.content.activeCellIndex = index;
+  }
+}
+
+/** Whether the command's cell has an error output. */
+function targetHasError(app: JupyterFrontEnd, tracker: INotebookTracker): boolean {
   const panel = tracker.currentWidget;
   if (!panel) {
     return false;
   }
-  return hasError(notebookCells(panel)[panel.content.activeCellIndex]);
+  return hasError(notebookCells(panel)[targetIndex(app, tracker)]);
 }
 
 /** The notebook commands, with their context-menu entries. */
@@ -61,9 +81,10 @@ export function addNotebookCommands(
   app.commands.addCommand(CommandIds.explainError, {
     label: 'Explain this error',
     caption: 'Ask the chat to explain the error of this cell',
-    isVisible: () => activeHasError(tracker),
-    isEnabled: () => activeHasError(tracker),
+    isVisible: () => targetHasError(app, tracker),
+    isEnabled: () => targetHasError(app, tracker),
     execute: async () => {
+      activateTarget(app, tracker);
       const attachment = attachmentFor(tracker, 'active');
       if (!attachment) {
         return;
@@ -76,7 +97,10 @@ export function addNotebookCommands(
     label: 'Ask about this cell',
     caption: 'Open the chat with this cell attached',
     isEnabled: enabled,
-    execute: () => attach('active')
+    execute: () => {
+      activateTarget(app, tracker);
+      return attach('active');
+    }
   });
   const selector = '.jp-Notebook .jp-Cell';
   let rank = 60;

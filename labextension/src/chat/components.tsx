@@ -46,8 +46,11 @@ function Call({ call, onDecide }: { call: CallView; onDecide?: (id: string, ok: 
 }
 
 /** The preamble factory: reasoning, calls and notes of a message. */
-export function preamble(decide: (id: string, ok: boolean) => void) {
+export function preamble(model: SuperfluidChatModel, decide: (id: string, ok: boolean) => void) {
   return function Preamble(props: MessagePreambleProps): JSX.Element | null {
+    // Redrawn on every state change, as the footer is: a stop changes the status but not
+    // the body, and the message's own re-render follows only its body.
+    useChanged(model);
     const info = props.message.metadata?.superfluid;
     if (!info) {
       return null;

@@ -139,7 +139,8 @@ export class ChatController {
     this._picked = true;
     this._changed.emit();
     const served = this.models.get(id);
-    if (served && served.state !== 'loaded' && served.state !== 'loading' && served.state !== 'downloading') {
+    // A model still downloading is asked to load too: it loads once its files are there.
+    if (served && served.state !== 'loaded' && served.state !== 'loading') {
       try {
         await this.models.load(id);
       } catch (err) {

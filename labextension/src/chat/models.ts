@@ -87,7 +87,8 @@ export class ModelsStore {
   async load(id: string): Promise<void> {
     const prev = this._models.get(id);
     if (prev && prev.state !== 'loaded') {
-      this._models.set(id, { ...prev, state: prev.state === 'not_downloaded' ? 'downloading' : 'loading' });
+      const fetching = prev.state === 'not_downloaded' || prev.state === 'downloading';
+      this._models.set(id, { ...prev, state: fetching ? 'downloading' : 'loading' });
       this._changed.emit();
     }
     await this.api.loadModel(id);

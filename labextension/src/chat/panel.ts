@@ -38,7 +38,7 @@ export function createPanel(
   const footers = new MessageFooterRegistry();
   footers.addSection({ component: footer(controller.model), position: 'left' });
   const preambles = new MessagePreambleRegistry();
-  preambles.addComponent(preamble(decide));
+  preambles.addComponent(preamble(controller.model, decide));
   const chat = new ChatWidget({
     model: controller.model,
     rmRegistry,

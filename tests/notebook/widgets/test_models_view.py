@@ -17,9 +17,9 @@ import pytest
 from jupyter_client.manager import KernelManager
 from support.hub_server import CHATML, REPO, hub_files, hub_serving, serve_with_hub
 from support.local_hub import LocalHub
-from tests.notebook.widgets.conftest import KernelFront
 
 from jupyter_superfluid.pytest_plugin import StandaloneServer
+from tests.notebook.widgets.conftest import KernelFront
 
 QWEN = "superfluid/tiny-qwen3"
 

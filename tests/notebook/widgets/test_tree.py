@@ -5,6 +5,7 @@ from __future__ import annotations
 import httpx
 import openai
 import pytest
+
 from tests.notebook.widgets.conftest import KernelFront
 
 CHATML = "superfluid/tiny-chatml"
