@@ -75,7 +75,6 @@ export function preamble(model: SuperfluidChatModel, decide: (id: string, ok: bo
         {calls.map(call => (
           <Call key={call.itemId} call={call} onDecide={decide} />
         ))}
-        {info.status === 'stopped' ? <div className="sf-chat-note sf-chat-stopped">Stopped: this answer was not stored.</div> : null}
       </div>
     );
   };
@@ -94,6 +93,8 @@ export function footer(model: SuperfluidChatModel) {
     const cached = info.cachedTokens ? ` · ${info.cachedTokens} cached` : '';
     return (
       <div className="sf-chat-footer" data-response-id={info.responseId ?? ''} data-status={info.status ?? ''}>
+        {/* In the footer, which follows every state change (the preamble follows the body). */}
+        {info.status === 'stopped' ? <div className="sf-chat-note sf-chat-stopped">Stopped: this answer was not stored.</div> : null}
         <button
           className="jp-Button jp-mod-minimal sf-chat-retry"
           title="Regenerate this answer (a new branch)"

@@ -150,6 +150,8 @@ export class SuperfluidInlineProvider implements IInlineCompletionProvider {
       this.status.ok();
     } catch (err) {
       if (!isAbort(err)) {
+        // Nothing in the editor: the suggestion ends empty, the status bar says why.
+        yield { response: { insertText: '', token, isIncomplete: false } };
         this.status.failed(err instanceof Error ? err.message : String(err));
         if (err instanceof CompletionError && err.code === 'model_not_found') {
           this.model = null;
