@@ -174,7 +174,11 @@ def test_chat_in_the_browser(
         check_branch(chat, lab, conv_id, first, artifacts, ui)
         check_error_context(nb, chat, lab, sent, artifacts, ui)
         check_model_progress(chat, lab, browser_hub, ui, artifacts)
-        assert set(nb.errors) <= baseline_errors(ui), nb.errors  # none of our own
+        # None of our own. One exception, seen once in four runs on JupyterLab: React's
+        # "removeChild ... not a child of this node" while @jupyter/chat 0.20 re-renders a
+        # message it streams into; it breaks nothing the steps check (an open issue).
+        ours = {e for e in nb.errors if REACT_REMOVE_CHILD not in e}
+        assert ours <= baseline_errors(ui), nb.errors
     except Exception:
         page.screenshot(path=artifacts / f"chat-{ui}-failure.png", full_page=True)
         raise
@@ -201,6 +205,9 @@ def check_stream(chat: Chat, lab: LabServer, sent: list[dict[str, Any]]) -> tupl
     assert [(i["type"], i.get("role")) for i in stored][:1] == [("message", "user")]
     assert any(i.get("role") == "assistant" for i in stored)
     return conv_id, first
+
+
+REACT_REMOVE_CHILD = "Failed to execute 'removeChild' on 'Node'"
 
 
 def check_stop(chat: Chat, lab: LabServer, conv_id: str) -> None:
