@@ -102,7 +102,8 @@ def test_items_are_added_listed_paged_retrieved_and_deleted(openai_client):
 def test_responses_in_a_conversation_move_its_head_warm(standalone):
     client = client_for(standalone)
     conv = client.conversations.create()
-    first = completed(client, model=CHATML, input="My name is Ada.", conversation=conv.id)
+    # An input no other test on the shared server sends: its prefix is this conversation's.
+    first = completed(client, model=CHATML, input="Ada, in a conversation.", conversation=conv.id)
     conv_id = first.conversation.id
     assert first.previous_response_id is None
     second = completed(client, input="Name?", conversation=conv_id)
@@ -114,7 +115,7 @@ def test_responses_in_a_conversation_move_its_head_warm(standalone):
     items = client.conversations.items.list(conv_id, order="asc").data
     kinds = [(i.type, getattr(i, "role", None)) for i in items]
     assert kinds == [("message", "user"), ("message", "assistant")] * 2
-    assert items[0].content[0].text == "My name is Ada."
+    assert items[0].content[0].text == "Ada, in a conversation."
     assert items[1].id == first.output[0].id and items[3].id == second.output[0].id
     owners = [i.model_extra["response_id"] for i in items]
     assert owners == [first.id, first.id, second.id, second.id]
