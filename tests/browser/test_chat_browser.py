@@ -234,7 +234,9 @@ def check_stop(chat: Chat, lab: LabServer, conv_id: str) -> None:
 def check_reload(nb: NotebookPage, chat: Chat, conv_id: str, first: str) -> None:
     """After a reload the chat is listed and shown again, from the server."""
     nb.open(watch=False)
-    if not chat.panel.is_visible():
+    try:  # the layout may restore the panel, a little after the notebook shows
+        expect(chat.panel).to_be_visible(timeout=10_000)
+    except AssertionError:
         chat.open_from_palette()
     expect(chat.panel.locator(f".sf-chat-item[data-id='{conv_id}']")).to_be_visible()
     expect(chat.panel.locator(f".sf-chat-item[data-id='{conv_id}']")).to_have_attribute(

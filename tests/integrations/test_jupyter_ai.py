@@ -115,7 +115,9 @@ def _assert_streamed(session: dict[str, Any], count: int, new: int) -> list[dict
     assert len(replies) == count, session["messages"]
     for reply in replies[count - new :]:
         assert not reply["body"].startswith("⚠️"), reply["body"]
-        assert len(session["bodies"][reply["id"]]) > 2, "the reply did not stream"
+        # Created empty, then updated as deltas came: at least one body after the first
+        # (a tiny model may answer in a single delta, so no more can be asked).
+        assert len(session["bodies"][reply["id"]]) >= 2, "the reply did not stream"
     return replies
 
 
