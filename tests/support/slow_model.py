@@ -3,7 +3,9 @@ a server whose KV cache holds one conversation's window, shared by two slots."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -45,6 +47,13 @@ def slow_model(cache: Path) -> Path:
     )
 
 
+def _drain(lines: Iterator[str]) -> None:
+    """Read a stream's lines to its end, or until it is closed under us."""
+    with contextlib.suppress(Exception):
+        for _ in lines:
+            pass
+
+
 @contextmanager
 def generating(url: str, body: dict[str, Any]) -> Iterator[None]:
     """``body`` streaming from ``url`` (POST), seen generating: its first text delta came.
@@ -57,4 +66,9 @@ def generating(url: str, body: dict[str, Any]) -> Iterator[None]:
         assert r.status_code == 200, r.read()
         lines = r.iter_lines()  # kept: a dropped reader would close the stream at once
         next(line for line in lines if "response.output_text.delta" in line)
+        # Read on meanwhile: a client that stops reading fills the server's send buffer,
+        # the server then paces the generation (it waits for the client), and a paused
+        # answer is no longer "certainly generating" beside the request under test.
+        reader = threading.Thread(target=_drain, args=(lines,), daemon=True)
+        reader.start()
         yield
