@@ -195,5 +195,6 @@ def _lifecycle(config: Superfluid, store: Store) -> ModelLifecycle:
         pool_routing=config.pool_routing,
         kv_dir=str(Path(config.sessions_dir) / "kv"),
         disk_mib=config.cache_disk,
+        kv_write_delay=config.kv_write_delay,
     )
     return ModelLifecycle(registry, origins, store=store, model_wait=config.model_wait)

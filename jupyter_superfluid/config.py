@@ -105,6 +105,14 @@ class Superfluid(LoggingConfigurable):
         "restart is restored from there instead of re-evaluated. 0 keeps nothing on disk.",
     ).tag(config=True)
 
+    kv_write_delay = Float(
+        2.0,
+        help="Seconds the engine must have been idle before kept conversations' KV state "
+        "is written to disk (write-behind: turns that follow each other pay no copy or "
+        "write; closing writes what is pending). A kill -9 or a crash loses only the "
+        "states not yet written, which are then evaluated again.",
+    ).tag(config=True)
+
     remote_timeout = Float(
         300.0,
         help="Seconds a remote engine (llama-server:URL) may stay silent during a "
@@ -214,6 +222,7 @@ CLI_ALIASES: dict[str, str] = {
     "pool-routing": "Superfluid.pool_routing",
     "model-wait": "Superfluid.model_wait",
     "cache-disk": "Superfluid.cache_disk",
+    "kv-write-delay": "Superfluid.kv_write_delay",
     "api-key": "Superfluid.api_keys",
     "key-policy": "Superfluid.key_policy",
     "host": "Superfluid.host",

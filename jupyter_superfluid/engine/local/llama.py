@@ -119,6 +119,7 @@ class LlamaEngine:
         on_counters: Callable[[], None] | None = None,
         kv_dir: str | Path | None = None,
         disk_mib: int = 4096,
+        kv_write_delay: float = 2.0,
     ) -> LlamaEngine:
         """Load ``path`` (blocking; run it in a thread). Raises ModelLoadError.
 
@@ -132,7 +133,8 @@ class LlamaEngine:
         process sends each step's events in one message from there), and
         ``on_counters`` (any thread) when ``stats()`` changed between steps;
         ``kv_dir`` the directory of the disk tier (``kv/disk_tier.py``; None: no
-        disk tier), bounded by ``disk_mib``.
+        disk tier), bounded by ``disk_mib``; kept states are written once the
+        engine has been idle ``kv_write_delay`` seconds (and at close).
         """
         started = time.monotonic()
         path = Path(path)
@@ -169,6 +171,7 @@ class LlamaEngine:
                 n_embd=projector.n_embd if projector else 0,
                 media_non_causal=bool(projector and projector.uses_non_causal),
                 after_step=after_step,
+                write_delay=kv_write_delay,
             )
         except BaseException:
             if store is not None:

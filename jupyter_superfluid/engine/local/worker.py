@@ -46,6 +46,8 @@ _TIMED_BATCH = 64
 # Closing writes kept states to disk for at most this long (an engine process
 # is killed if it takes more than 10 s to exit).
 CLOSE_FLUSH_S = 5.0
+# A due write the disk writer refused (it is behind) is tried again this much later.
+FLUSH_RETRY_S = 0.25
 
 
 @dataclass(eq=False)
@@ -103,8 +105,10 @@ class Worker:
         n_embd: int = 0,
         media_non_causal: bool = False,
         after_step: Callable[[], None] | None = None,
+        write_delay: float = 0.0,
     ) -> None:
         self._ctx = ctx
+        self._write_delay = write_delay
         self._after_step = after_step
         self._vocab = vocab
         self._n_batch = n_batch
@@ -129,6 +133,7 @@ class Worker:
         self._active: list[Sequence] = []
         self._stopping = False
         self._unflushed = False  # a finished turn's state may not be on disk yet
+        self._flush_at = 0.0  # time.monotonic() when the next write-behind is due
         self._poked = False
         self.prompt_tokens_evaluated = 0
         self.tokens_generated = 0
@@ -190,15 +195,26 @@ class Worker:
                 if self._stopping:
                     return False
                 poked, self._poked = self._poked, False
-                if not (fresh or poked or self._unflushed or self._ready()):
-                    self._cond.wait()
+                due = self._unflushed and time.monotonic() >= self._flush_at
+                if not (fresh or poked or due or self._ready()):
+                    wait = self._flush_at - time.monotonic() if self._unflushed else None
+                    self._cond.wait(wait)
                     continue
             if fresh:
                 self._stage(fresh)
             if self._ready() or poked:
                 return True  # a poke: a step with nothing to run, then after_step reports
-            if not fresh:
-                self._unflushed = self.cache.flush_one()
+            if not fresh and due:
+                self._write_behind()
+
+    def _write_behind(self) -> None:
+        """Idle: write one kept state idle for the delay; schedule the next one."""
+        if self.cache.flush_one(idle_for=self._write_delay):
+            return  # more may be due at once
+        due, now = self.cache.next_flush(self._write_delay), time.monotonic()
+        self._unflushed = due is not None
+        if due is not None:  # not idle long enough yet, or refused (the writer is behind)
+            self._flush_at = due if due > now else now + FLUSH_RETRY_S
 
     def _ready(self) -> bool:
         """Whether a step has something to run (sequences waiting on disk reads do not)."""
@@ -255,8 +271,10 @@ class Worker:
             admitted = True
         if admitted:
             # Idle conversations' cells would be attended over by every running
-            # token; move them to host memory unless a waiting prompt needs them.
-            self.cache.park_idle(self._protected())
+            # token; move them to host memory when they are in the way (the
+            # cache decides), unless a waiting prompt needs them.
+            running = sum(len(s.prompt) for s in self._active)
+            self.cache.park_idle(self._protected(), pressed=self._pressed(), running_cells=running)
         if not self._active:
             return
         fed = self._fill_batch()
@@ -306,6 +324,14 @@ class Worker:
         seq.slot, seq.cached = placement.slot, placement.reused
         seq.pending = list(seq.prompt[placement.reused :])
         self._active.append(seq)
+
+    def _pressed(self) -> bool:
+        """Whether cells are short for what is running, or sequences wait for a slot."""
+        need = sum(
+            len(s.pending) + (s.max_tokens or self._context_size - len(s.prompt))
+            for s in self._active
+        )
+        return bool(self._waiting) or self.cache.kv_cells - self.cache.resident_cells() < need
 
     def _protected(self) -> frozenset[int]:
         """Slots holding the cache hits of the sequences queued next."""
@@ -437,7 +463,8 @@ class Worker:
             if clear:
                 self.cache.clear(seq.slot)
             self.cache.release(seq.slot)
-            self._unflushed = self._store is not None
+            if self._store is not None:  # written once the engine has been idle a while
+                self._unflushed, self._flush_at = True, time.monotonic() + self._write_delay
             seq.slot = None
         seq.sampler.free()
         if not seq.finished:

@@ -35,7 +35,8 @@ class ParkedStates:
         self.max_bytes = max_bytes
         self._entries: OrderedDict[tuple[int, ...], KVState] = OrderedDict()
         self._index: BlockIndex[tuple[int, ...], tuple[int, ...]] = BlockIndex()
-        self._unstored: dict[tuple[int, ...], None] = {}  # not on disk, oldest first
+        # Not on disk, oldest first: when each one's conversation went idle.
+        self._unstored: dict[tuple[int, ...], float] = {}
         self.bytes = 0
         self.evicted = 0  # entries dropped for room
 
@@ -43,7 +44,7 @@ class ParkedStates:
         return len(self._entries)
 
     def put(
-        self, tokens: tuple[int, ...], state: KVState, *, stored: bool = False
+        self, tokens: tuple[int, ...], state: KVState, *, stored: bool = False, since: float = 0.0
     ) -> list[tuple[tuple[int, ...], KVState]] | None:
         """Keep ``state`` for ``tokens``; the entries not on disk that fell out for it.
 
@@ -59,7 +60,7 @@ class ParkedStates:
         self._index.add(tokens, tokens)
         self._entries[tokens] = state
         if not stored:
-            self._unstored[tokens] = None
+            self._unstored[tokens] = since
         self.bytes += len(state)
         dropped = []
         while self.bytes > self.max_bytes:
@@ -104,12 +105,18 @@ class ParkedStates:
         """Whether the disk holds the parked ``tokens`` (as far as this tier knows)."""
         return tokens in self._entries and tokens not in self._unstored
 
-    def newest_unstored(self) -> tuple[tuple[int, ...], KVState] | None:
-        """The most recently parked entry the disk does not hold yet."""
-        if not self._unstored:
-            return None
-        tokens = next(reversed(self._unstored))
-        return tokens, self._entries[tokens]
+    def newest_unstored(
+        self, before: float = float("inf")
+    ) -> tuple[tuple[int, ...], KVState] | None:
+        """The most recently parked entry the disk does not hold, idle since ``before``."""
+        for tokens in reversed(self._unstored):
+            if self._unstored[tokens] <= before:
+                return tokens, self._entries[tokens]
+        return None
+
+    def unstored_since(self) -> list[float]:
+        """When each entry the disk does not hold went idle."""
+        return list(self._unstored.values())
 
     def mark_stored(self, tokens: tuple[int, ...]) -> None:
         """The disk now holds ``tokens``."""

@@ -60,6 +60,7 @@ class Slot:
     keep: int = 0  # leading tokens worth keeping when the slot is moved out
     retaining: bool = False  # the turn running in it asked to be kept
     persisted: int = 0  # leading tokens a stored (disk) state covers
+    idle_since: float = 0.0  # time.monotonic() of its last release (write-behind waits on it)
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,8 @@ class PrefixCache:
         self.disk_restores = 0
         self.parks_skipped = 0  # a park would have cost more than evaluating again
         self.restores_invalid = 0
+        self.saves = 0  # states copied out of the context (parks and disk writes)
+        self.drops = 0  # idle slots freed without a copy: others hold all but their short tail
 
     def has_idle(self) -> bool:
         """Whether a new sequence can start now."""
@@ -157,12 +160,12 @@ class PrefixCache:
             return self._claim(best, best_lcp, None)  # extend in place
         target = self._free_slot(avoid=best if best_lcp else None, protect=protect)
         if best_lcp == 0:
-            self._discard(target)
+            self._vacate(target)
             return self._claim(target, 0, None)
         if target is best:
             self._park(best, above=best_lcp)  # the only idle slot: keep its branch, then trim
             return self._claim(best, best_lcp, None)
-        self._discard(target)
+        self._vacate(target)
         self._memory.copy(best.seq_id, target.seq_id, 0, best_lcp)
         target.tokens = best.tokens[:best_lcp]
         target.keep = min(best.keep, best_lcp)
@@ -193,7 +196,7 @@ class PrefixCache:
         state = self.parked.take(tokens) if tier == "ram" else staged.state  # type: ignore[union-attr]
         assert state is not None
         target = self._free_slot(avoid=None, protect=protect)
-        self._discard(target)
+        self._vacate(target)
         while self.resident_cells() + len(tokens) > self.kv_cells:
             if not self.evict_one():
                 self._put_back(tier, tokens, state, stored)
@@ -290,7 +293,7 @@ class PrefixCache:
         self._trim(slot, n)
         tokens = tuple(slot.tokens)
         state = self._save(slot)
-        dropped = self.parked.put(tokens, state, stored=not needs_disk)
+        dropped = self.parked.put(tokens, state, stored=not needs_disk, since=slot.idle_since)
         if dropped is None:  # no room in host memory: straight to disk
             if needs_disk:
                 self._offer(tokens, state)
@@ -309,6 +312,7 @@ class PrefixCache:
         """The slot's state, timed."""
         started = time.perf_counter()
         state = self._memory.save(slot.seq_id)
+        self.saves += 1
         self.costs.note_save(len(slot.tokens), time.perf_counter() - started)
         return state
 
@@ -318,22 +322,54 @@ class PrefixCache:
             self._park(slot)
             self.clear(slot)
 
-    def park_idle(self, protect: frozenset[int] = frozenset()) -> int:
+    def shared_cells(self, slot: Slot) -> int:
+        """Leading tokens of ``slot`` another slot holds too (freeing it keeps them)."""
+        others = (common_prefix(slot.tokens, s.tokens) for s in self.slots if s is not slot)
+        return max(others, default=0)
+
+    def _vacate(self, slot: Slot) -> None:
+        """Free ``slot``: parked unless another slot holds all but its short tail.
+
+        Such a branch would be saved whole (a copy of every cell) to spare
+        evaluating its tail again, and restored beside the cells it shares.
+        """
+        shared = self.shared_cells(slot) if slot.tokens else 0
+        if shared and len(slot.tokens) - shared <= min(shared, PARK_MIN_OWN_TOKENS):
+            self.drops += 1
+            self.clear(slot)
+        else:
+            self._discard(slot)
+
+    def park_idle(
+        self,
+        protect: frozenset[int] = frozenset(),
+        *,
+        pressed: bool = False,
+        running_cells: int = 0,
+    ) -> int:
         """Move idle slots' own cells out of the running sequences' way; how many slots.
 
-        What a slot keeps is parked (if host memory is given); the rest, a
-        one-off turn's tail, is dropped without a copy.
+        Only when they are in the way: ``pressed`` (the caller is short of cells,
+        or has sequences waiting), or idle cells the running ones share nothing
+        with outnumber the ``running_cells`` the running ones will hold (attending
+        over them would more than double every step). What a slot keeps is parked (if host memory is
+        given); the rest, a one-off turn's tail, is dropped without a copy.
         """
         running = [s.tokens for s in self.slots if s.busy]
         if not running:
             return 0
-        count = 0
+        idle = []
         for slot in self.slots:
             if slot.busy or slot.seq_id in protect or not slot.tokens:
                 continue
             shared = max(common_prefix(slot.tokens, tokens) for tokens in running)
-            if len(slot.tokens) - shared <= PARK_MIN_OWN_TOKENS:
-                continue
+            if len(slot.tokens) - shared > PARK_MIN_OWN_TOKENS:
+                idle.append((slot, shared))
+        running_cells = max(running_cells, sum(map(len, running)))
+        if not pressed and sum(len(s.tokens) - n for s, n in idle) <= running_cells:
+            return 0
+        count = 0
+        for slot, shared in idle:
             keep = self.keep_length(slot)
             if keep - shared <= PARK_MIN_OWN_TOKENS:
                 self._trim(slot, max(keep, shared))
@@ -344,18 +380,36 @@ class PrefixCache:
             count += 1
         return count
 
-    def flush_one(self, *, wait: float = 0.0) -> bool:
+    def _unsaved_slots(self) -> list[Slot]:
+        """Idle slots holding a retained turn the disk does not hold, most recent first."""
+        return [
+            s
+            for s in sorted(self.slots, key=lambda s: -s.last_used)
+            if not s.busy and len(s.tokens) >= BLOCK and s.keep >= len(s.tokens) > s.persisted
+        ]
+
+    def next_flush(self, idle_for: float) -> float | None:
+        """When (time.monotonic()) the next kept state will have been idle ``idle_for`` s."""
+        if self.store is None:
+            return None
+        since = [s.idle_since for s in self._unsaved_slots()] + self.parked.unstored_since()
+        return min(since) + idle_for if since else None
+
+    def flush_one(self, *, wait: float = 0.0, idle_for: float = 0.0) -> bool:
         """Hand the disk one kept state it does not hold yet; False if none (or refused).
 
         Idle slots holding a retained turn come first (saved now), then states
-        parked in host memory. ``wait``: seconds to wait for room in the
-        writer's queue (at close) rather than give up at once.
+        parked in host memory; only those idle for ``idle_for`` seconds
+        (write-behind: a conversation going on is written once it pauses).
+        ``wait``: seconds to wait for room in the writer's queue (at close)
+        rather than give up at once.
         """
         if self.store is None:
             return False
-        for slot in sorted(self.slots, key=lambda s: -s.last_used):
+        cutoff = time.monotonic() - idle_for
+        for slot in self._unsaved_slots():
             n = len(slot.tokens)
-            if slot.busy or n < BLOCK or slot.keep < n or slot.persisted >= n:
+            if slot.idle_since > cutoff:
                 continue
             if min(slot.tokens) < 0:  # media placeholders: kept in memory only
                 slot.persisted = n
@@ -365,7 +419,7 @@ class PrefixCache:
                 slot.persisted = n
                 return True
             return False  # the writer is behind: try again when next idle
-        parked = self.parked.newest_unstored()
+        parked = self.parked.newest_unstored(before=cutoff)
         if parked is not None and self._offer(*parked, wait=wait):
             self.parked.mark_stored(parked[0])
             return True
@@ -389,6 +443,7 @@ class PrefixCache:
             slot.retaining = False
         slot.busy = False
         slot.last_used = next(self._clock)
+        slot.idle_since = time.monotonic()
 
     def clear(self, slot: Slot) -> None:
         """Forget everything ``slot`` holds (after an error, or to evict it)."""
@@ -398,11 +453,11 @@ class PrefixCache:
         slot.retaining = False
 
     def evict_one(self) -> bool:
-        """Park and free the least recently used idle, non-empty slot (one-offs first)."""
+        """Free the least recently used idle, non-empty slot (one-offs first), parked if kept."""
         candidates = [s for s in self.slots if not s.busy and s.tokens]
         if not candidates:
             return False
-        self._discard(min(candidates, key=lambda s: (s.keep > 0, s.last_used)))
+        self._vacate(min(candidates, key=lambda s: (s.keep > 0, s.last_used)))
         return True
 
     def stats(self) -> dict[str, object]:
@@ -414,6 +469,8 @@ class PrefixCache:
             "restored_from_disk": self.disk_restores,
             "parks_skipped": self.parks_skipped,
             "restores_invalid": self.restores_invalid,
+            "states_saved": self.saves,
+            "slots_dropped": self.drops,
             "ram_states": len(self.parked),
             "ram_bytes": self.parked.bytes,
             "ram_evicted": self.parked.evicted,
