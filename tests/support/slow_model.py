@@ -19,10 +19,13 @@ from jupyter_superfluid.builtin_models.templates import CHATML
 SLOW_CONTEXT = 4096
 # 2048 KV cells for two slots, on one thread: the slow model at ~200 tokens/s.
 CRAMPED_ARGS = ("--cache-slots=2", "--kv-tokens=2048", "--threads=1")
-# Its ChatML turn is ~2030 tokens: it fits the 2048 cells alone, never beside the ~100
-# that ``RUNNING_TEXT``'s answer holds (its last prompt chunk finds the cache full, and
-# the newest sequence is the one that fails).
-TOO_LONG_BESIDE = "ab" * 1006
+# Its ChatML turn is ~2030 tokens (one a character): it fits the 2048 cells alone, never
+# beside the ~90 that ``RUNNING_TEXT``'s turn holds (its last prompt chunk finds the cache
+# full, and the newest sequence is the one that fails). The two share no text past the
+# turn's opening: a shared prefix is shared cells (the new sequence starts from a copy),
+# and with "ab" in both the newer one fitted whenever the running one had generated
+# fewer than ~20 tokens by then, which depended on timing.
+TOO_LONG_BESIDE = "cd" * 1006
 RUNNING_TEXT = "ab" * 40
 
 
