@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,79 +86,19 @@ def _take_response(result: StreamResult, body: dict[str, Any]) -> None:
     result.cached_tokens = (usage.get("input_tokens_details") or {}).get("cached_tokens")
 
 
-async def stream_response(
-    client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str] | None = None
-) -> StreamResult:
-    """POST ``body`` (stream on) to a Responses endpoint ``url`` and time it."""
-    result = StreamResult()
-    started = time.monotonic()
-    try:
-        async with client.stream("POST", url, json={**body, "stream": True}, headers=headers) as r:
-            if r.status_code != 200:
-                result.error = f"HTTP {r.status_code}: {(await r.aread())[:300]!r}"
-                return result
-            warm = r.headers.get("x-superfluid-warm")
-            result.warm_header = int(warm) if warm is not None else None
-            async for _, data in sse_events(r):
-                if data.strip() == "[DONE]":  # the end, as OpenResponses writes it
-                    break
-                event = json.loads(data)
-                kind = event.get("type")
-                if kind == "response.output_text.delta" and event.get("delta"):
-                    _delta(result, started, event["delta"])
-                elif kind in ("response.completed", "response.incomplete", "response.failed"):
-                    _take_response(result, event["response"])
-                elif kind == "error":
-                    result.error = json.dumps(event)[:300]
-    except httpx.HTTPError as err:
-        result.error = f"{type(err).__name__}: {err}"
-    result.total = time.monotonic() - started
-    return result
+OnEvent = Callable[[StreamResult, float, dict[str, Any]], None]
 
 
-async def stream_chat(
-    client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str] | None = None
-) -> StreamResult:
-    """POST ``body`` (stream on) to a chat completions endpoint ``url`` and time it."""
-    result = StreamResult()
-    started = time.monotonic()
-    chunks = 0
-    try:
-        async with client.stream("POST", url, json={**body, "stream": True}, headers=headers) as r:
-            if r.status_code != 200:
-                result.error = f"HTTP {r.status_code}: {(await r.aread())[:300]!r}"
-                return result
-            async for _, data in sse_events(r):
-                if data.strip() == "[DONE]":
-                    break
-                choice = (json.loads(data).get("choices") or [{}])[0]
-                content = (choice.get("delta") or {}).get("content")
-                if content:
-                    chunks += 1
-                    _delta(result, started, content)
-                if choice.get("finish_reason"):
-                    result.status = choice["finish_reason"]
-    except httpx.HTTPError as err:
-        result.error = f"{type(err).__name__}: {err}"
-    result.total = time.monotonic() - started
-    if result.status == "length":  # every requested token came (the end token is banned)
-        result.output_tokens = body.get("max_tokens")
-    result.extra["chunks"] = chunks
-    return result
-
-
-async def stream_text(
+async def _timed_stream(
     client: httpx.AsyncClient,
     url: str,
     body: dict[str, Any],
-    text_of: Any,
-    headers: dict[str, str] | None = None,
+    headers: dict[str, str] | None,
+    on_event: OnEvent,
 ) -> StreamResult:
-    """POST ``body`` (stream on) to a text-streaming endpoint and time it.
+    """POST ``body`` (stream on) and time its SSE stream; ``on_event`` reads each event.
 
-    ``text_of(chunk)`` gives a chunk's text (``choices[0].text`` for ``/v1/completions``,
-    ``content`` for llama-server's ``/infill``); the stream ends at ``[DONE]`` or at
-    its last chunk.
+    The stream ends at ``[DONE]`` (as OpenAI and OpenResponses write it) or at its end.
     """
     result = StreamResult()
     started = time.monotonic()
@@ -172,13 +112,74 @@ async def stream_text(
             async for _, data in sse_events(r):
                 if data.strip() == "[DONE]":
                     break
-                text = text_of(json.loads(data))
-                if text:
-                    _delta(result, started, text)
-            result.status = "done"
+                on_event(result, started, json.loads(data))
     except httpx.HTTPError as err:
         result.error = f"{type(err).__name__}: {err}"
     result.total = time.monotonic() - started
+    return result
+
+
+def _responses_event(result: StreamResult, started: float, event: dict[str, Any]) -> None:
+    """Record one Responses streaming event."""
+    kind = event.get("type")
+    if kind == "response.output_text.delta" and event.get("delta"):
+        _delta(result, started, event["delta"])
+    elif kind in ("response.completed", "response.incomplete", "response.failed"):
+        _take_response(result, event["response"])
+    elif kind == "error":
+        result.error = json.dumps(event)[:300]
+
+
+def _chat_chunk(result: StreamResult, started: float, chunk: dict[str, Any]) -> None:
+    """Record one chat completions chunk."""
+    choice = (chunk.get("choices") or [{}])[0]
+    content = (choice.get("delta") or {}).get("content")
+    if content:
+        result.extra["chunks"] = result.extra.get("chunks", 0) + 1
+        _delta(result, started, content)
+    if choice.get("finish_reason"):
+        result.status = choice["finish_reason"]
+
+
+async def stream_response(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> StreamResult:
+    """POST ``body`` (stream on) to a Responses endpoint ``url`` and time it."""
+    return await _timed_stream(client, url, body, headers, _responses_event)
+
+
+async def stream_chat(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> StreamResult:
+    """POST ``body`` (stream on) to a chat completions endpoint ``url`` and time it."""
+    result = await _timed_stream(client, url, body, headers, _chat_chunk)
+    if result.status == "length":  # every requested token came (the end token is banned)
+        result.output_tokens = body.get("max_tokens")
+    result.extra.setdefault("chunks", 0)
+    return result
+
+
+async def stream_text(
+    client: httpx.AsyncClient,
+    url: str,
+    body: dict[str, Any],
+    text_of: Callable[[dict[str, Any]], str],
+    headers: dict[str, str] | None = None,
+) -> StreamResult:
+    """POST ``body`` (stream on) to a text-streaming endpoint and time it.
+
+    ``text_of(chunk)`` gives a chunk's text (``choices[0].text`` for ``/v1/completions``,
+    ``content`` for llama-server's ``/infill``).
+    """
+
+    def on_chunk(result: StreamResult, started: float, chunk: dict[str, Any]) -> None:
+        text = text_of(chunk)
+        if text:
+            _delta(result, started, text)
+
+    result = await _timed_stream(client, url, body, headers, on_chunk)
+    if result.error is None:
+        result.status = "done"
     return result
 
 

@@ -46,7 +46,7 @@ from jupyter_superfluid.generation.cache_salt import CacheSalts
 from jupyter_superfluid.generation.decode import RawText, TurnResult, run_generation
 from jupyter_superfluid.generation.fim import fim_prompt, fim_tokens, text_tokens
 from jupyter_superfluid.models.hub import ModelHub
-from jupyter_superfluid.openai_api.chat_completions import stream_error
+from jupyter_superfluid.openai_api.chat_completions import finish_reason, stream_error, usage_body
 from jupyter_superfluid.openai_api.completions_protocol import CompletionRequest
 from jupyter_superfluid.validation import parse
 from jupyter_superfluid.web.answer import Answer
@@ -231,22 +231,6 @@ def _refuse(err: EngineError) -> NoReturn:
     if isinstance(err, ContextOverflowError):
         raise ContextLengthExceeded(str(err), param="prompt") from err
     raise err
-
-
-def finish_reason(result: TurnResult) -> str:
-    """OpenAI's finish_reason: ``length`` at the token cap, else ``stop``."""
-    return "length" if result.status == "incomplete" else "stop"
-
-
-def usage_body(result: TurnResult) -> dict[str, Any]:
-    """The usage object, as chat completions reports it."""
-    u = result.usage
-    return {
-        "prompt_tokens": u.input_tokens,
-        "completion_tokens": u.output_tokens,
-        "total_tokens": u.total_tokens,
-        "prompt_tokens_details": {"cached_tokens": u.cached_tokens},
-    }
 
 
 def _choice(text: str, finish: str | None) -> dict[str, Any]:

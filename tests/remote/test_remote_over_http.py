@@ -12,7 +12,6 @@ import signal
 from pathlib import Path
 
 import httpx
-import jsonschema
 import openai
 import pytest
 from support.media_samples import data_url, png
@@ -22,17 +21,9 @@ from support.slow_model import slow_model
 from jupyter_superfluid.pytest_plugin import StandaloneServer
 from jupyter_superfluid.store import Store
 
+from . import checks
 from .conftest import start_over_remotes
 from .helpers import SLOT_CONTEXT, RemoteServer
-
-CITY = {"type": "object", "properties": {"city": {"enum": ["Paris", "Oslo"]}}, "required": ["city"]}
-WEATHER = {"type": "function", "name": "get_weather", "parameters": CITY}
-PERSON = {
-    "type": "object",
-    "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer"}},
-    "required": ["name", "age"],
-    "additionalProperties": False,
-}
 
 
 def client_for(server: StandaloneServer) -> openai.OpenAI:
@@ -73,43 +64,15 @@ def test_create_is_generated_by_the_remote(over_remotes, remote_chatml: RemoteSe
 
 
 def test_stream_events_add_up_to_the_stored_response(over_remotes):
-    client = client_for(over_remotes)
-    with client.responses.stream(
-        model="chatml", input="stream", max_output_tokens=40, extra_body={"seed": 11}
-    ) as stream:
-        types = [e.type for e in stream]
-        final = stream.get_final_response()
-    assert types[:2] == ["response.created", "response.in_progress"]
-    assert types[-1] in ("response.completed", "response.incomplete")
-    stored = client.responses.retrieve(final.id)
-    assert stored.output_text == final.output_text and stored.usage == final.usage
+    checks.stream_adds_up_to_the_stored_response(client_for(over_remotes), "chatml")
 
 
 def test_forced_tool_call(over_remotes):
-    r = client_for(over_remotes).responses.create(
-        model="qwen",
-        input="weather?",
-        tools=[WEATHER],
-        tool_choice="required",
-        max_output_tokens=200,
-        reasoning={"effort": "none"},
-        extra_body={"seed": 5},
-    )
-    calls = [o for o in r.output if o.type == "function_call"]
-    assert r.status == "completed" and len(calls) == 1 and calls[0].name == "get_weather"
-    jsonschema.validate(json.loads(calls[0].arguments), CITY)
+    checks.forced_tool_call(client_for(over_remotes), "qwen")
 
 
 def test_json_schema_output(over_remotes):
-    r = client_for(over_remotes).responses.create(
-        model="chatml",
-        input="person",
-        max_output_tokens=200,
-        extra_body={"seed": 4},
-        text={"format": {"type": "json_schema", "name": "p", "schema": PERSON, "strict": True}},
-    )
-    assert r.status == "completed"
-    jsonschema.validate(json.loads(r.output_text), PERSON)
+    checks.json_schema_output(client_for(over_remotes), "chatml")
 
 
 def test_continuation_is_served_warm_by_the_remote(over_remotes, remote_chatml: RemoteServer):

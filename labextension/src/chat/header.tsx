@@ -14,21 +14,7 @@ import { layoutRows } from '../treeLayout';
 import type { ChatController } from './controller';
 import { chatTitle, filterChats, lastActive, relativeTime } from './titles';
 import type { ServedModel } from './types';
-
-function useSignals(controller: ChatController): void {
-  const [, setTick] = React.useState(0);
-  React.useEffect(() => {
-    const bump = () => setTick(t => t + 1);
-    controller.changed.connect(bump);
-    controller.model.stateChanged.connect(bump);
-    controller.models.changed.connect(bump);
-    return () => {
-      controller.changed.disconnect(bump);
-      controller.model.stateChanged.disconnect(bump);
-      controller.models.changed.disconnect(bump);
-    };
-  }, [controller]);
-}
+import { useControllerSignals } from './useController';
 
 function ChatRow({ controller, id }: { controller: ChatController; id: string }): JSX.Element | null {
   const conv = controller.chats.find(c => c.id === id);
@@ -227,7 +213,7 @@ function Tree({ controller }: { controller: ChatController }): JSX.Element | nul
 }
 
 function Header({ controller }: { controller: ChatController }): JSX.Element {
-  useSignals(controller);
+  useControllerSignals(controller);
   const [focus, setFocus] = React.useState(0);
   React.useEffect(() => {
     const request = () => setFocus(f => f + 1);

@@ -9,20 +9,10 @@ import * as React from 'react';
 
 import type { ChatController } from './controller';
 import { statusText } from './statusText';
+import { useControllerSignals } from './useController';
 
 function Status({ controller, onClick }: { controller: ChatController; onClick: () => void }): JSX.Element {
-  const [, setTick] = React.useState(0);
-  React.useEffect(() => {
-    const bump = () => setTick(t => t + 1);
-    controller.changed.connect(bump);
-    controller.model.stateChanged.connect(bump);
-    controller.models.changed.connect(bump);
-    return () => {
-      controller.changed.disconnect(bump);
-      controller.model.stateChanged.disconnect(bump);
-      controller.models.changed.disconnect(bump);
-    };
-  }, [controller]);
+  useControllerSignals(controller);
   const id = controller.model.modelId;
   const model = controller.models.get(id);
   const busy = controller.model.busy;

@@ -8,28 +8,19 @@ seconds).
 
 from __future__ import annotations
 
-import json
 import signal
 from pathlib import Path
 
 import httpx
-import jsonschema
 import openai
 import pytest
 from support.vllm_remote import BLOCK, VllmServer
 
 from jupyter_superfluid.pytest_plugin import StandaloneServer
 
+from .. import checks
 from .conftest import KEYS, over_vllm
 
-CITY = {"type": "object", "properties": {"city": {"enum": ["Paris", "Oslo"]}}, "required": ["city"]}
-WEATHER = {"type": "function", "name": "get_weather", "parameters": CITY}
-PERSON = {
-    "type": "object",
-    "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer"}},
-    "required": ["name", "age"],
-    "additionalProperties": False,
-}
 # Long enough to fill several of vLLM's 32-token blocks.
 LONG = "Tell me about the weather in Paris and Oslo in the winter months, in detail. " * 4
 
@@ -65,44 +56,15 @@ def test_create_is_generated_by_vllm(superfluid_vllm, vllm_server: VllmServer):
 
 
 def test_stream_events_add_up_to_the_stored_response(superfluid_vllm):
-    client = client_for(superfluid_vllm)
-    with client.responses.stream(
-        model="q", input="stream", max_output_tokens=40, extra_body={"seed": 11}
-    ) as stream:
-        types = [e.type for e in stream]
-        final = stream.get_final_response()
-    assert types[:2] == ["response.created", "response.in_progress"]
-    assert types[-1] in ("response.completed", "response.incomplete")
-    stored = client.responses.retrieve(final.id)
-    assert stored.output_text == final.output_text and stored.usage == final.usage
+    checks.stream_adds_up_to_the_stored_response(client_for(superfluid_vllm), "q")
 
 
 def test_forced_tool_call(superfluid_vllm):
-    r = client_for(superfluid_vllm).responses.create(
-        model="q",
-        input="weather?",
-        tools=[WEATHER],
-        tool_choice="required",
-        max_output_tokens=200,
-        reasoning={"effort": "none"},
-        extra_body={"seed": 5},
-    )
-    calls = [o for o in r.output if o.type == "function_call"]
-    assert r.status == "completed" and len(calls) == 1 and calls[0].name == "get_weather"
-    jsonschema.validate(json.loads(calls[0].arguments), CITY)
+    checks.forced_tool_call(client_for(superfluid_vllm), "q")
 
 
 def test_json_schema_output(superfluid_vllm):
-    r = client_for(superfluid_vllm).responses.create(
-        model="q",
-        input="person",
-        max_output_tokens=200,
-        reasoning={"effort": "none"},
-        extra_body={"seed": 4},
-        text={"format": {"type": "json_schema", "name": "p", "schema": PERSON, "strict": True}},
-    )
-    assert r.status == "completed"
-    jsonschema.validate(json.loads(r.output_text), PERSON)
+    checks.json_schema_output(client_for(superfluid_vllm), "q", reasoning={"effort": "none"})
 
 
 def test_chat_completions_once(superfluid_vllm):
