@@ -75,11 +75,14 @@ class VllmServer:
     def command(self) -> list[str]:
         """The server's command line: the flags superfluid needs of a vLLM."""
         outputs = json.dumps({"backend": "xgrammar", "disable_any_whitespace": True})
+        # float32, not the weights' bfloat16: with bfloat16 on a CPU that lists AMX, vLLM's
+        # attention takes its AMX kernels, and where the VM does not grant the AMX state
+        # (seen here) its worker dies of SIGILL at the first request.
         return [
             *(str(self.python), "-m", "vllm.entrypoints.openai.api_server"),
             *("--model", str(self.model), "--served-model-name", SERVED),
             *("--host", "127.0.0.1", "--port", str(self.port)),
-            *("--enforce-eager", "--dtype", "bfloat16", "--max-model-len", str(MAX_MODEL_LEN)),
+            *("--enforce-eager", "--dtype", "float32", "--max-model-len", str(MAX_MODEL_LEN)),
             *("--block-size", str(BLOCK), "--enable-prefix-caching"),
             *("--enable-prompt-tokens-details", "--structured-outputs-config", outputs),
         ]
