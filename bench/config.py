@@ -28,6 +28,7 @@ SCENARIOS = (
     "soak",
     "completions",
     "websocket",
+    "panel",
 )
 
 
