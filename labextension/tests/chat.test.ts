@@ -211,8 +211,14 @@ describe('settings, models and the status item', () => {
       temperature: 0.5,
       maxOutputTokens: null,
       autoApproveTools: true,
-      offerKernelTools: false
+      offerKernelTools: false,
+      toolChoice: 'auto',
+      reasoningEffort: null
     });
+    expect(readSettings({ reasoningEffort: 'none' }).reasoningEffort).toBe('none');
+    expect(readSettings({ reasoningEffort: 'max' }).reasoningEffort).toBeNull();
+    expect(readSettings({ toolChoice: 'required' }).toolChoice).toBe('required');
+    expect(readSettings({ toolChoice: 'always' }).toolChoice).toBe('auto');
   });
 
   it('merges model states, keeping the context size while loaded', () => {

@@ -6,7 +6,9 @@ and is stored in a conversation; a second one is stopped mid-stream, and the ser
 stores nothing of it; after a page reload the chat is still there; editing the first
 message starts a second branch in the tree, and clicking the first branch's node shows
 it again; "Explain this error" on the raising cell sends its traceback as a context
-item (seen in the request the page sent, and in the stored items); picking a model
+item (seen in the request the page sent, and in the stored items); a function defined
+in the kernel is offered as a tool, the model's call to it waits for "Run in kernel",
+then runs in the kernel and its output continues the answer; picking a model
 that is still downloading from the hub on loopback shows its progress bar at 50%.
 Screenshots in light and dark themes in ``test-artifacts/``; structure and ids are
 asserted, never the model's words.
@@ -24,10 +26,12 @@ from playwright.sync_api import expect
 from support.hub_server import REPO
 from support.local_hub import LocalHub
 
+from jupyter_superfluid.notebook.tools import tool_output
 from tests.browser.conftest import SLOW, LabServer
 from tests.browser.notebook_page import NotebookPage, write_notebook
 
 PANEL = "#jupyter-superfluid-chat"
+QWEN = "superfluid/tiny-qwen3"
 SETTINGS = "lab/api/settings/jupyter-superfluid:chat"
 STREAMED = 160  # tokens: most of a second on the slow model
 
@@ -51,7 +55,10 @@ WATCH = """panel => {
 
 
 def set_settings(lab: LabServer, **values: Any) -> None:
-    """The chat's user settings, through JupyterLab's settings API (applied live)."""
+    """The chat's user settings, through JupyterLab's settings API.
+
+    A page reads them when it loads (a change made elsewhere is not pushed to it).
+    """
     with lab.api() as api:
         answer = api.put(SETTINGS, json={"raw": json.dumps(values)})
         assert answer.status_code == 204, answer.text
@@ -155,7 +162,7 @@ def test_chat_in_the_browser(
     ui: str, lab: LabServer, browser_hub: LocalHub, chromium, artifacts: Path, baseline_errors
 ) -> None:
     path = f"chat-{ui}.ipynb"
-    write_notebook(lab.root / path, ["x = 1", "1 / 0"])
+    write_notebook(lab.root / path, ["x = 1", "1 / 0", ADD])
     set_settings(lab, defaultModel=SLOW, maxOutputTokens=STREAMED, temperature=0)
     context = chromium.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
@@ -173,6 +180,7 @@ def test_chat_in_the_browser(
         check_reload(nb, chat, conv_id, first)
         check_branch(chat, lab, conv_id, first, artifacts, ui)
         check_error_context(nb, chat, lab, sent, artifacts, ui)
+        check_tool_call(nb, chat, lab, sent, artifacts, ui)
         check_model_progress(chat, lab, browser_hub, ui, artifacts)
         # None of our own. One exception, seen once in four runs on JupyterLab: React's
         # "removeChild ... not a child of this node" while @jupyter/chat 0.20 re-renders a
@@ -213,8 +221,6 @@ REACT_REMOVE_CHILD = "Failed to execute 'removeChild' on 'Node'"
 def check_stop(chat: Chat, lab: LabServer, conv_id: str) -> None:
     """Stop mid-stream: the server stores nothing of that turn."""
     before = items(lab, conv_id)
-    set_settings(lab, defaultModel=SLOW, maxOutputTokens=4000, temperature=0)
-    time.sleep(1)  # the settings reach the page
     chat.send("Write a very long story.")
     footer = chat.last_footer()
     expect(footer).to_have_attribute("data-status", "in_progress")
@@ -228,16 +234,20 @@ def check_stop(chat: Chat, lab: LabServer, conv_id: str) -> None:
     time.sleep(1)
     assert items(lab, conv_id) == before
     assert len(responses(lab, conv_id)) == 1
-    set_settings(lab, defaultModel=SLOW, maxOutputTokens=STREAMED, temperature=0)
 
 
-def check_reload(nb: NotebookPage, chat: Chat, conv_id: str, first: str) -> None:
-    """After a reload the chat is listed and shown again, from the server."""
+def reload(nb: NotebookPage, chat: Chat) -> None:
+    """Load the page again, with the panel open."""
     nb.open(watch=False)
     try:  # the layout may restore the panel, a little after the notebook shows
         expect(chat.panel).to_be_visible(timeout=10_000)
     except AssertionError:
         chat.open_from_palette()
+
+
+def check_reload(nb: NotebookPage, chat: Chat, conv_id: str, first: str) -> None:
+    """After a reload the chat is listed and shown again, from the server."""
+    reload(nb, chat)
     expect(chat.panel.locator(f".sf-chat-item[data-id='{conv_id}']")).to_be_visible()
     expect(chat.panel.locator(f".sf-chat-item[data-id='{conv_id}']")).to_have_attribute(
         "data-current", "true"
@@ -310,6 +320,56 @@ def check_error_context(
     stored = items(lab, conv_id)
     assert "ZeroDivisionError" in stored[0]["content"][0]["text"]
     chat.shots(artifacts, f"{ui}-error-context")
+
+
+ADD = "def add(a: int, b: int) -> int:\n    return a + b"
+
+
+def check_tool_call(
+    nb: NotebookPage,
+    chat: Chat,
+    lab: LabServer,
+    sent: list[dict[str, Any]],
+    artifacts: Path,
+    ui: str,
+) -> None:
+    """A function of the kernel is offered; its call waits for Run, then runs in the kernel."""
+    set_settings(
+        lab,
+        defaultModel=QWEN,
+        maxOutputTokens=200,
+        temperature=0,
+        offerKernelTools=True,
+        toolChoice="required",
+        reasoningEffort="none",  # else a thinking model may think to the budget first
+    )
+    reload(nb, chat)  # the page reads the settings
+    nb.run(2)  # defines add() in the kernel
+    chat.panel.locator(".sf-chat-new").click()
+    chat.pick(QWEN)
+    chat.send("Add two numbers.")
+    call = chat.panel.locator(".sf-chat-call").first
+    expect(call).to_have_attribute("data-state", "pending", timeout=60_000)
+    first = sent[-1]
+    assert [t["name"] for t in first["tools"]] == ["add"] and first["tool_choice"] == "required"
+    assert first["reasoning"] == {"effort": "none"}
+    chat.shots(artifacts, f"{ui}-tool-approval")
+    call.locator(".sf-chat-call-run").click()
+    expect(call).to_have_attribute("data-state", "done", timeout=60_000)
+    chat.wait_done()
+    followup = sent[-1]
+    assert followup is not first and "tool_choice" not in followup  # auto after an output
+    stored = items(lab, chat.conversation_id())
+    made = next(i for i in stored if i["type"] == "function_call")
+    ran = next(i for i in stored if i["type"] == "function_call_output")
+    args = json.loads(made["arguments"])
+    assert made["name"] == "add" and ran["call_id"] == made["call_id"]
+    assert ran["output"] == tool_output(args["a"] + args["b"])  # what the kernel computed
+    assert followup["input"] == [
+        {"type": "function_call_output", "call_id": made["call_id"], "output": ran["output"]}
+    ]
+    expect(call.locator(".sf-chat-call-output")).to_have_text(ran["output"])
+    set_settings(lab, defaultModel=SLOW, maxOutputTokens=STREAMED, temperature=0)
 
 
 def check_model_progress(

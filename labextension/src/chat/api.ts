@@ -34,6 +34,8 @@ export interface ResponseBody {
   temperature?: number;
   max_output_tokens?: number;
   tools?: unknown[];
+  tool_choice?: 'required' | 'none';
+  reasoning?: { effort: string };
 }
 
 /** The raw model object of `/v1/models` (its `superfluid` field holds the state). */

@@ -105,7 +105,7 @@ export class SuperfluidChatModel extends AbstractChatModel {
   contextProvider: ContextProvider | null = null;
   toolRunner: ToolRunner | null = null;
   /** Tools offered with each request (the kernel's, when enabled). */
-  tools: () => unknown[] = () => [];
+  tools: () => Promise<unknown[]> = async () => [];
 
   get user(): IUser {
     return USER;
@@ -380,7 +380,8 @@ export class SuperfluidChatModel extends AbstractChatModel {
     try {
       const conv = await this.ensureConversation();
       for (let round = 0; round < 8; round++) {
-        state = await this.stream(this.body(model, conv.id, input, forkFrom), signal, state, answerId);
+        const body = await this.body(model, conv.id, input, forkFrom, round === 0);
+        state = await this.stream(body, signal, state, answerId);
         if (state.status !== 'completed' || !state.calls.some(c => c.output === undefined) || !this.toolRunner) {
           break;
         }
@@ -419,7 +420,15 @@ export class SuperfluidChatModel extends AbstractChatModel {
     return true;
   }
 
-  private body(model: string, conversation: string, input: ConversationItem[], forkFrom: string | null | undefined): ResponseBody {
+  /** The request of one round; the tool choice setting holds for a turn's first only
+   * (as the Agents SDK resets it), so a required call cannot loop. */
+  private async body(
+    model: string,
+    conversation: string,
+    input: ConversationItem[],
+    forkFrom: string | null | undefined,
+    first: boolean
+  ): Promise<ResponseBody> {
     const s = this.settings();
     const body: ResponseBody = { model, input, conversation };
     if (forkFrom === null) {
@@ -436,9 +445,15 @@ export class SuperfluidChatModel extends AbstractChatModel {
     if (s.maxOutputTokens !== null) {
       body.max_output_tokens = s.maxOutputTokens;
     }
-    const tools = this.tools();
+    if (s.reasoningEffort !== null) {
+      body.reasoning = { effort: s.reasoningEffort };
+    }
+    const tools = await this.tools();
     if (tools.length) {
       body.tools = tools;
+      if (first && s.toolChoice !== 'auto') {
+        body.tool_choice = s.toolChoice;
+      }
     }
     return body;
   }

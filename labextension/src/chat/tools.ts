@@ -11,6 +11,9 @@ import type { KernelMessage } from '@jupyterlab/services';
 import type { CallView } from './events';
 import type { ChatSettings, ConversationItem } from './types';
 
+/** How long a message waits for the kernel to list its functions. */
+const SPECS_WAIT_MS = 1000;
+
 const SPECS = `def _sf_specs():
     import json, types
     from jupyter_superfluid.notebook.tools import function_tool
@@ -40,12 +43,15 @@ export class KernelTools {
     private readonly settings: () => ChatSettings
   ) {}
 
-  /** The tools offered with the next request (none unless enabled). */
-  specs(): unknown[] {
+  /** The tools offered with the next request (none unless enabled): the kernel's
+   * functions now, or the last ones read if the kernel is busy for longer than
+   * `SPECS_WAIT_MS` (a running cell must not hold the chat up). */
+  async specs(): Promise<unknown[]> {
     if (!this.settings().offerKernelTools) {
       return [];
     }
-    void this.refresh();
+    const waited = new Promise<void>(resolve => setTimeout(resolve, SPECS_WAIT_MS));
+    await Promise.race([this.refresh(), waited]);
     return this._specs;
   }
 

@@ -80,7 +80,19 @@ export interface ChatSettings {
   maxOutputTokens: number | null;
   autoApproveTools: boolean;
   offerKernelTools: boolean;
+  toolChoice: ToolChoice;
+  reasoningEffort: ReasoningEffort | null;
 }
+
+/** The Responses API's `reasoning.effort` ("none" turns a model's thinking off). */
+export type ReasoningEffort = 'none' | 'minimal' | 'low' | 'medium' | 'high';
+
+const EFFORTS: readonly ReasoningEffort[] = ['none', 'minimal', 'low', 'medium', 'high'];
+
+/** The first answer of a turn: may call a tool, must call one, or must not. */
+export type ToolChoice = 'auto' | 'required' | 'none';
+
+const TOOL_CHOICES: readonly ToolChoice[] = ['auto', 'required', 'none'];
 
 export const DEFAULT_SETTINGS: ChatSettings = {
   defaultModel: '',
@@ -88,7 +100,9 @@ export const DEFAULT_SETTINGS: ChatSettings = {
   temperature: null,
   maxOutputTokens: null,
   autoApproveTools: false,
-  offerKernelTools: false
+  offerKernelTools: false,
+  toolChoice: 'auto',
+  reasoningEffort: null
 };
 
 /** Settings from the registry's composite, each field checked (unknown → default). */
@@ -100,6 +114,8 @@ export function readSettings(composite: Record<string, unknown>): ChatSettings {
     temperature: num(composite.temperature),
     maxOutputTokens: num(composite.maxOutputTokens),
     autoApproveTools: composite.autoApproveTools === true,
-    offerKernelTools: composite.offerKernelTools === true
+    offerKernelTools: composite.offerKernelTools === true,
+    toolChoice: TOOL_CHOICES.find(c => c === composite.toolChoice) ?? 'auto',
+    reasoningEffort: EFFORTS.find(e => e === composite.reasoningEffort) ?? null
   };
 }
