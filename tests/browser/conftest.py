@@ -68,7 +68,7 @@ class LabServer:
     def api(self) -> httpx.Client:
         """An HTTP client for the server's REST and /v1 APIs, with its token."""
         return httpx.Client(
-            base_url=self.url, headers={"Authorization": f"token {self.token}"}, timeout=60
+            base_url=self.url, headers={"Authorization": f"token {self.token}"}, timeout=180
         )
 
     def log(self) -> str:
