@@ -29,6 +29,7 @@ SCENARIOS = (
     "completions",
     "websocket",
     "panel",
+    "vllm",
 )
 
 

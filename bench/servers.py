@@ -195,6 +195,13 @@ def start_superfluid_over(remote_url: str, workdir: Path, extra: tuple[str, ...]
 
     ``remote_url``: one URL, or several comma-separated (a pool); ``extra``: more flags.
     """
+    return start_superfluid_remote(f"llama-server:{remote_url}", workdir, extra)
+
+
+def start_superfluid_remote(
+    remote_spec: str, workdir: Path, extra: tuple[str, ...] = (), name: str = "llama-server"
+) -> Server:
+    """The standalone superfluid serving ``MODEL_ID`` from a remote (``KIND:URL[#…]``)."""
     port = free_port()
     cmd = [
         sys.executable,
@@ -204,10 +211,10 @@ def start_superfluid_over(remote_url: str, workdir: Path, extra: tuple[str, ...]
         f"--port={port}",
         "--host=127.0.0.1",
         f"--sessions-dir={workdir / f'sessions-{port}'}",
-        f"--model={MODEL_ID}=llama-server:{remote_url}",
+        f"--model={MODEL_ID}={remote_spec}",
         *extra,
     ]
-    return _launch("superfluid-over-llama-server", cmd, workdir, port, _superfluid_loaded("", {}))
+    return _launch(f"superfluid-over-{name}", cmd, workdir, port, _superfluid_loaded("", {}))
 
 
 def llama_cpp_server_available() -> bool:

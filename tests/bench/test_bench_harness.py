@@ -12,6 +12,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # ``bench`` is a top-level package of the repository
     sys.path.insert(0, str(ROOT))
@@ -22,6 +24,7 @@ from bench.servers import llama_cpp_server_available  # noqa: E402
 from jupyter_superfluid.engine.remote.build import llama_server_path  # noqa: E402
 
 
+@pytest.mark.timeout(900)  # every scenario, a vLLM among them, one after another
 def test_tiny_run_writes_json_and_markdown(tmp_path: Path) -> None:
     with_llama = llama_cpp_server_available()
     llama_server = llama_server_path()
