@@ -286,7 +286,9 @@ class HubDownload:
 
     def _copy(self, response: Any, remote: _Remote, partial: Path, have: int) -> int:
         """Append the body to ``partial``; the bytes it then holds."""
-        with open(partial, "ab") as out:
+        # Unbuffered: the bytes counted done are in the file (the OS's), so a process
+        # killed right after a progress report resumes from exactly what it reported.
+        with open(partial, "ab", buffering=0) as out:
             for chunk in response.iter_bytes():  # as it arrives: nothing held back on a drop
                 self._check_cancelled()
                 if have == 0 and not chunk.startswith(GGUF_MAGIC[: len(chunk)]):
@@ -300,7 +302,7 @@ class HubDownload:
                         f"{remote.file.spec} is longer than the "
                         f"{size_text(remote.size)} the hub said"
                     )
-                out.write(chunk)
+                _write_all(out, chunk)
                 have += len(chunk)
                 self._done += len(chunk)
                 self._report(force=remote.size is not None and have == remote.size)
@@ -370,6 +372,13 @@ class HubDownload:
             self._pending = False
             self._last_report = now
             self.on_progress(progress)  # under the lock: reports stay in order
+
+
+def _write_all(out: Any, data: bytes) -> None:
+    """Write all of ``data`` to an unbuffered file (a raw write may write less)."""
+    view = memoryview(data)
+    while view:
+        view = view[out.write(view) :]
 
 
 class _Interrupted(Exception):
