@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.client import StreamResult
+from bench.client import StreamResult, stream_response
 from bench.context import Context
 from bench.conversation import Conversation
 from bench.servers import Server
@@ -101,3 +101,19 @@ async def cold_turn(
             return await sf_whole(http, server, conv, user, max_tokens=max_tokens, seed=seed)
 
     return await ctx.on_fresh_superfluid(request)
+
+
+async def http_chain(
+    ctx: Context, server: Server, bodies: Iterable[dict[str, Any]]
+) -> list[StreamResult]:
+    """Streamed ``POST /v1/responses`` turns, each continuing the last by
+    ``previous_response_id``: the conversation a client keeps by id over HTTP."""
+    out: list[StreamResult] = []
+    previous = None
+    async with ctx.http() as http:
+        for body in bodies:
+            body = {**body, **({"previous_response_id": previous} if previous else {})}
+            result = await stream_response(http, server.url + "/v1/responses", body, server.headers)
+            out.append(result)
+            previous = result.response_id
+    return out

@@ -23,7 +23,7 @@ import httpx
 from bench.client import StreamResult, stream_response
 from bench.context import Context
 from bench.model import MODEL_ID, eos_logit_bias
-from bench.scenarios.common import Section, spread, ttft_summary
+from bench.scenarios.common import Section, http_chain, spread, ttft_summary
 from bench.servers import Server
 from bench.stats import summary
 
@@ -69,18 +69,6 @@ async def _panel_loop(ctx: Context, server: Server, turns: int) -> list[StreamRe
     return out
 
 
-async def _api_loop(ctx: Context, server: Server, turns: int) -> list[StreamResult]:
-    out: list[StreamResult] = []
-    previous = None
-    async with ctx.http() as http:
-        for i in range(turns):
-            body = {**_body(i), **({"previous_response_id": previous} if previous else {})}
-            result = await stream_response(http, server.url + "/v1/responses", body, server.headers)
-            out.append(result)
-            previous = result.response_id
-    return out
-
-
 async def run(ctx: Context) -> Section:
     """Run both loops ``reps`` times, alternating, on one server; build the section."""
     turns = TURNS if ctx.cfg.name == "full" else 3
@@ -88,7 +76,8 @@ async def run(ctx: Context) -> Section:
     series: dict[str, list[StreamResult]] = {"api": [], "panel": []}
     try:
         for _ in range(ctx.cfg.reps):
-            series["api"] += (await _api_loop(ctx, server, turns))[1:]  # turn 1 is cold
+            bodies = (_body(i) for i in range(turns))
+            series["api"] += (await http_chain(ctx, server, bodies))[1:]  # turn 1 is cold
             series["panel"] += (await _panel_loop(ctx, server, turns))[1:]
     finally:
         server.stop()

@@ -22,10 +22,10 @@ from typing import Any
 
 import websockets
 
-from bench.client import StreamResult, stream_response
+from bench.client import StreamResult
 from bench.context import Context
 from bench.model import MODEL_ID, eos_logit_bias
-from bench.scenarios.common import Section, ratio_of, spread, times, ttft_summary
+from bench.scenarios.common import Section, http_chain, ratio_of, spread, times, ttft_summary
 from bench.servers import Server
 
 TURNS = 10
@@ -45,18 +45,6 @@ def _body(i: int, previous: str | None, store: bool) -> dict[str, Any]:
     if previous:
         body["previous_response_id"] = previous
     return body
-
-
-async def _http_loop(ctx: Context, server: Server, turns: int) -> list[StreamResult]:
-    out: list[StreamResult] = []
-    previous = None
-    async with ctx.http() as http:
-        for i in range(turns):
-            url = server.url + "/v1/responses"
-            result = await stream_response(http, url, _body(i, previous, True), server.headers)
-            out.append(result)
-            previous = result.response_id
-    return out
 
 
 async def _ws_turn(ws: Any, body: dict[str, Any]) -> StreamResult:
@@ -103,7 +91,8 @@ async def run(ctx: Context) -> Section:
     series: dict[str, list[StreamResult]] = {"http": [], "ws": [], "ws-unstored": []}
     try:
         for _ in range(ctx.cfg.reps):
-            series["http"] += (await _http_loop(ctx, server, turns))[1:]  # turn 1 is cold
+            bodies = (_body(i, None, True) for i in range(turns))
+            series["http"] += (await http_chain(ctx, server, bodies))[1:]  # turn 1 is cold
             series["ws"] += (await _ws_loop(server, turns, True))[1:]
             series["ws-unstored"] += (await _ws_loop(server, turns, False))[1:]
     finally:
