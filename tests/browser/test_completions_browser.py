@@ -26,22 +26,29 @@ from tests.browser.notebook_page import NotebookPage, write_notebook
 
 SETTINGS = "lab/api/settings/@jupyterlab/completer-extension:inline-completer"
 LONG = 4000  # tokens a completion may run: ~20 s on the slow model, far past each step
+STILL_STREAMING = 1000  # ~5 s of the slow model: the first completion outlasts typing on
 CANDIDATES = ["value = math.", "total = 0\nfor i in range(", "def area(r):\n    return ", "x = ["]
 GHOST = ".jp-GhostText"
 SOME_TEXT = re.compile(r"\S")
 
 
-def long_cell(lab: LabServer) -> str:
-    """A cell text whose greedy continuation on the slow model runs to 100 tokens at least."""
+def long_cell(lab: LabServer, typed: str) -> str:
+    """A cell text whose greedy continuation, once ``typed`` is typed at its end, runs
+    to ``STILL_STREAMING`` tokens on the slow model (no end-of-text on the way).
+
+    The prompt checked is the very one the editor will send: a continuation that ended
+    early would be over before the test types on, and nothing would be left to abort.
+    """
     with lab.api() as api:
         api.timeout = httpx.Timeout(300)  # a busy machine is slow to generate them
         for text in CANDIDATES:
-            body = {"model": SLOW, "prompt": "import math\n\n" + text, "max_tokens": 100}
+            prompt = "import math\n\n" + text + typed
+            body = {"model": SLOW, "prompt": prompt, "max_tokens": STILL_STREAMING}
             answer = api.post("v1/completions", json={**body, "temperature": 0})
             answer.raise_for_status()
-            if answer.json()["usage"]["completion_tokens"] >= 100:
+            if answer.json()["usage"]["completion_tokens"] == STILL_STREAMING:
                 return text
-    pytest.fail(f"no cell text in {CANDIDATES} runs to 100 tokens with greedy decoding")
+    pytest.fail(f"no cell text in {CANDIDATES} runs to {STILL_STREAMING} tokens greedily")
 
 
 def configure(lab: LabServer, **provider: Any) -> None:
@@ -137,7 +144,7 @@ def check_failure_stays_out_of_the_editor(nb: NotebookPage, lab: LabServer) -> N
 def test_ghost_text_tab_accepts_and_typing_on_aborts(
     ui: str, lab: LabServer, chromium: Any, artifacts: Path, completer: Any
 ) -> None:
-    text = long_cell(lab)
+    text = long_cell(lab, typed="a")
     path = f"completions-{ui}.ipynb"
     write_notebook(lab.root / path, ["import math", text])
     context = chromium.new_context(viewport={"width": 1280, "height": 900})
