@@ -9,6 +9,7 @@ import { chatTitle, filterChats, relativeTime, sortChats, titleFromText, upsertC
 import { chainTo, leavesUnder, resendable, splitTurns, turnViews, userMessage } from '../src/chat/transcript';
 import { readSettings, type Conversation, type ConversationItem, type ResponseNode } from '../src/chat/types';
 import { mergeState } from '../src/chat/models';
+import { requestBody } from '../src/chat/request';
 
 const reduce = (events: StreamEvent[]) => events.reduce(reduceEvent, emptyAnswer('m'));
 
@@ -232,5 +233,26 @@ describe('settings, models and the status item', () => {
     expect(statusText('m', downloading, false)).toBe('m · downloading 42%');
     expect(statusText('m', downloading, true)).toBe('m · generating');
     expect(statusText('', undefined, false)).toBe('Superfluid: no model');
+  });
+});
+
+describe('the request of a round', () => {
+  const input: ConversationItem[] = [userMessage('hi')];
+  const round = { model: 'm', conversation: 'conv_1', input, forkFrom: undefined, first: true };
+  const settings = { ...readSettings({}), toolChoice: 'required' as const, reasoningEffort: 'none' as const };
+
+  it('continues the head, forks at a response, or starts a branch from the root', () => {
+    expect(requestBody(readSettings({}), round, [])).toEqual({ model: 'm', input, conversation: 'conv_1' });
+    expect(requestBody(readSettings({}), { ...round, forkFrom: 'resp_1' }, [])).toMatchObject({ previous_response_id: 'resp_1' });
+    const root = requestBody(readSettings({}), { ...round, forkFrom: null }, []);
+    expect(root.branch_from_root).toBe(true);
+    expect(root.previous_response_id).toBeUndefined();
+  });
+
+  it('sends the tool choice with the first round only, and only with tools', () => {
+    const tools = [{ type: 'function', name: 'run_cell' }];
+    expect(requestBody(settings, round, tools)).toMatchObject({ tools, tool_choice: 'required', reasoning: { effort: 'none' } });
+    expect(requestBody(settings, { ...round, first: false }, tools).tool_choice).toBeUndefined();
+    expect(requestBody(settings, round, []).tool_choice).toBeUndefined();
   });
 });

@@ -9,7 +9,6 @@
 import {
   AbstractChatContext,
   AbstractChatModel,
-  type IAttachment,
   type IChatContext,
   type IChatModel,
   type IMessageContent,
@@ -20,38 +19,12 @@ import {
 import { Signal, type ISignal } from '@lumino/signaling';
 
 import type { ApiError, ChatApi, ResponseBody } from './api';
-import { contextLabel, type ContextMarker } from './context';
-import { emptyAnswer, reduceEvent, type AnswerState, type AnswerStatus, type CallView } from './events';
+import type { ContextMarker } from './context';
+import { emptyAnswer, reduceEvent, type AnswerState, type CallView } from './events';
+import { answerUpdate, botUser, isContextItem, turnMessages, USER, userContent } from './messages';
+import { requestBody, type ForkFrom } from './request';
 import { chainTo, resendable, splitTurns, turnViews, userMessage, type Turn, type TurnView } from './transcript';
 import type { ChatSettings, Conversation, ConversationItem, ResponseNode } from './types';
-
-/** What the panel keeps on each message (`metadata.superfluid`). */
-export interface MessageInfo {
-  role: 'user' | 'assistant';
-  turn: number;
-  responseId: string | null;
-  parentId: string | null;
-  status?: AnswerStatus;
-  reasoning?: string;
-  calls?: CallView[];
-  model?: string;
-  cachedTokens?: number | null;
-  error?: string | null;
-  contexts?: ContextMarker[];
-}
-
-declare module '@jupyter/chat' {
-  interface IMessageMetadata {
-    superfluid?: MessageInfo;
-  }
-}
-
-export const USER: IUser = { username: 'you', display_name: 'You', initials: 'Y', color: 'var(--jp-brand-color1)' };
-
-/** The assistant, named after the model that answers. */
-export function botUser(model: string): IUser {
-  return { username: 'superfluid', display_name: model || 'Superfluid', initials: 'SF', bot: true };
-}
 
 /** Context the notebook supplies for the attachments of a message. */
 export interface ContextResult {
@@ -74,7 +47,7 @@ export type ToolRunner = (calls: CallView[], update: () => void) => Promise<Conv
 interface RunSpec {
   input: ConversationItem[];
   /** undefined: continue the head; null: a new branch from the root; id: fork there. */
-  forkFrom?: string | null;
+  forkFrom?: ForkFrom;
   /** Turns of the current view kept before this one. */
   keep: number;
   userText: string | null;
@@ -196,7 +169,7 @@ export class SuperfluidChatModel extends AbstractChatModel {
     this._turns = turnViews(items, chain, models);
     const times = new Map(nodes.map(n => [n.id, n.created_at] as [string, number]));
     this.clearMessages();
-    const messages = this._turns.flatMap(t => this.turnMessages(t, times.get(t.responseId ?? '') ?? conv.created_at));
+    const messages = this._turns.flatMap(t => turnMessages(t, times.get(t.responseId ?? '') ?? conv.created_at));
     if (messages.length) {
       this.messagesInserted(0, messages);
     }
@@ -298,42 +271,6 @@ export class SuperfluidChatModel extends AbstractChatModel {
     return this._answered;
   }
 
-  private turnMessages(turn: TurnView, time: number): IMessageContent[] {
-    const out: IMessageContent[] = [];
-    const base = { responseId: turn.responseId, parentId: turn.parentId, turn: turn.index };
-    if (turn.userText !== null) {
-      out.push({
-        type: 'msg',
-        id: turn.userItemId ?? `user-${turn.index}`,
-        body: turn.userText,
-        sender: USER,
-        time,
-        attachments: turn.contexts.map(asAttachment),
-        metadata: { superfluid: { role: 'user', ...base, contexts: turn.contexts } }
-      });
-    }
-    if (turn.responseId || turn.answerText || turn.calls.length) {
-      out.push({
-        type: 'msg',
-        id: `answer-${turn.responseId ?? turn.index}`,
-        body: turn.answerText,
-        sender: botUser(turn.model),
-        time,
-        metadata: {
-          superfluid: {
-            role: 'assistant',
-            ...base,
-            status: 'completed',
-            reasoning: turn.reasoning,
-            calls: turn.calls,
-            model: turn.model
-          }
-        }
-      });
-    }
-    return out;
-  }
-
   private async run(spec: RunSpec): Promise<boolean> {
     const model = this._modelId;
     if (!model) {
@@ -352,15 +289,7 @@ export class SuperfluidChatModel extends AbstractChatModel {
     const base = { turn: spec.keep, responseId: null, parentId };
     const added: IMessageContent[] = [];
     if (spec.userText !== null) {
-      added.push({
-        type: 'msg',
-        id: `user-pending-${now}`,
-        body: spec.userText,
-        sender: USER,
-        time: now,
-        attachments: spec.contexts.map(asAttachment),
-        metadata: { superfluid: { role: 'user', ...base, contexts: spec.contexts } }
-      });
+      added.push(userContent(`user-pending-${now}`, spec.userText, now, spec.contexts, base));
     }
     const answerId = `answer-pending-${now}`;
     added.push({
@@ -420,42 +349,15 @@ export class SuperfluidChatModel extends AbstractChatModel {
     return true;
   }
 
-  /** The request of one round; the tool choice setting holds for a turn's first only
-   * (as the Agents SDK resets it), so a required call cannot loop. */
   private async body(
     model: string,
     conversation: string,
     input: ConversationItem[],
-    forkFrom: string | null | undefined,
+    forkFrom: ForkFrom,
     first: boolean
   ): Promise<ResponseBody> {
-    const s = this.settings();
-    const body: ResponseBody = { model, input, conversation };
-    if (forkFrom === null) {
-      body.branch_from_root = true;
-    } else if (forkFrom !== undefined) {
-      body.previous_response_id = forkFrom;
-    }
-    if (s.instructions.trim()) {
-      body.instructions = s.instructions;
-    }
-    if (s.temperature !== null) {
-      body.temperature = s.temperature;
-    }
-    if (s.maxOutputTokens !== null) {
-      body.max_output_tokens = s.maxOutputTokens;
-    }
-    if (s.reasoningEffort !== null) {
-      body.reasoning = { effort: s.reasoningEffort };
-    }
     const tools = await this.tools();
-    if (tools.length) {
-      body.tools = tools;
-      if (first && s.toolChoice !== 'auto') {
-        body.tool_choice = s.toolChoice;
-      }
-    }
-    return body;
+    return requestBody(this.settings(), { model, conversation, input, forkFrom, first }, tools);
   }
 
   private async stream(body: ResponseBody, signal: AbortSignal, start: AnswerState, answerId: string): Promise<AnswerState> {
@@ -482,23 +384,7 @@ export class SuperfluidChatModel extends AbstractChatModel {
     if (!message || !info) {
       return;
     }
-    const error = state.error ? `\n\n> **${state.status === 'error' ? 'Error' : state.status}:** ${state.error}` : '';
-    message.update({
-      body: state.text + error,
-      sender: botUser(state.model),
-      metadata: {
-        superfluid: {
-          ...info,
-          responseId: state.responseId,
-          status: state.status,
-          reasoning: state.reasoning,
-          calls: state.calls,
-          model: state.model,
-          cachedTokens: state.cachedTokens,
-          error: state.error
-        }
-      }
-    });
+    message.update(answerUpdate(info, state));
   }
 
   private fail(message: string): void {
@@ -517,19 +403,3 @@ export class SuperfluidChatModel extends AbstractChatModel {
   private _created = new Signal<this, Conversation>(this);
   private _answered = new Signal<this, Conversation>(this);
 }
-
-function isContextItem(item: ConversationItem): boolean {
-  const content = Array.isArray(item.content) ? item.content : [];
-  return content.some(p => (p.text ?? '').startsWith('<notebook-context '));
-}
-
-/** A context marker as the attachment chip `@jupyter/chat` shows. */
-export function asAttachment(marker: ContextMarker): IAttachment {
-  return {
-    type: 'notebook',
-    value: marker.path,
-    cells: marker.cells.map(id => ({ id, input_type: 'code' as const }))
-  };
-}
-
-export { contextLabel };
