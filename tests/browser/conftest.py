@@ -75,6 +75,14 @@ class LabServer:
         """What the server printed so far."""
         return self.log_path.read_text(errors="replace")
 
+    def stop(self) -> None:
+        """Terminate it (killed if it has not exited within 30 s)."""
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
 
 def _settings(config_dir: Path) -> None:
     """User settings: no news or update checks (nothing outside can be reached)."""
@@ -124,20 +132,16 @@ def browser_hub(sf_model_cache: Path) -> Iterator[LocalHub]:
         yield hub
 
 
-@pytest.fixture(scope="session")
-def lab(
-    sf_model_cache: Path, tmp_path_factory: pytest.TempPathFactory, browser_hub: LocalHub
-) -> Iterator[LabServer]:
-    """``jupyter lab`` with the extension on the tiny models, in throwaway Jupyter dirs."""
-    base = tmp_path_factory.mktemp("lab")
+def start_lab(base: Path, args: list[str], env: dict[str, str]) -> LabServer:
+    """``jupyter lab`` with the extension, in throwaway Jupyter dirs under ``base``:
+    ``args`` are more flags (the models), ``env`` more environment."""
     root, config, data, runtime = (base / n for n in ("root", "config", "data", "runtime"))
     for folder in (root, config, data, runtime):
         folder.mkdir()
     _settings(config)
     port, token = free_port(), "sf-browser-token"
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(config), "JUPYTER_DATA_DIR": str(data)}
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(config), "JUPYTER_DATA_DIR": str(data), **env}
     env.update(JUPYTER_RUNTIME_DIR=str(runtime), JUPYTER_PLATFORM_DIRS="1")
-    env.update(HF_ENDPOINT=browser_hub.url, HF_HOME=str(base / "hf-home"))
     for name in ("HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_TOKEN"):
         env.pop(name, None)
     for name in ("SUPERFLUID_BASE_URL", "SUPERFLUID_API_KEY", "SUPERFLUID_WIDGETS"):
@@ -146,9 +150,7 @@ def lab(
         *(sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}"),
         *("--ip=127.0.0.1", "--allow-root", f"--IdentityProvider.token={token}"),
         *(f"--ServerApp.root_dir={root}", "--LabApp.extension_manager=readonly"),
-        *(f"--Superfluid.models={m}" for m in TINY_MODELS),
-        f"--Superfluid.models={SLOW}={slow_model(sf_model_cache)}",
-        f"--Superfluid.model_cache_dir={sf_model_cache}",
+        *args,
         f"--Superfluid.sessions_dir={base / 'sessions'}",
         "--Superfluid.context_size=16384",
         *_repository_build(data),
@@ -163,13 +165,27 @@ def lab(
     server = LabServer(f"http://127.0.0.1:{port}/", token, root, proc, log_path)
     try:
         _wait_up(server)
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+@pytest.fixture(scope="session")
+def lab(
+    sf_model_cache: Path, tmp_path_factory: pytest.TempPathFactory, browser_hub: LocalHub
+) -> Iterator[LabServer]:
+    """``jupyter lab`` with the extension on the tiny models, in throwaway Jupyter dirs."""
+    base = tmp_path_factory.mktemp("lab")
+    models = [*TINY_MODELS, f"{SLOW}={slow_model(sf_model_cache)}"]
+    args = [*(f"--Superfluid.models={m}" for m in models)]
+    args.append(f"--Superfluid.model_cache_dir={sf_model_cache}")
+    env = {"HF_ENDPOINT": browser_hub.url, "HF_HOME": str(base / "hf-home")}
+    server = start_lab(base, args, env)
+    try:
         yield server
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        server.stop()
 
 
 @pytest.fixture

@@ -18,7 +18,9 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
+
+import tomllib
 
 from jupyter_superfluid.config import cache_root
 
@@ -29,6 +31,8 @@ REQUIREMENTS = (
     "jupyter-ai-router",
 )
 DONE = ".installed"
+ENTRY_GROUP = "jupyter_ai.personas"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def jupyter_ai_site(cache: Path | None = None) -> Path:
@@ -81,3 +85,35 @@ def site_env(cache: Path | None = None) -> dict[str, str]:
         p for p in (str(jupyter_ai_site(cache)), env.get("PYTHONPATH", "")) if p
     )
     return env
+
+
+def pyproject() -> dict[str, Any]:
+    """This repository's ``pyproject.toml``."""
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def persona_entry_points(folder: Path) -> Path:
+    """A folder for ``PYTHONPATH`` with a dist-info declaring pyproject's persona entry
+    point (an editable install may predate it)."""
+    declared = pyproject()["project"]["entry-points"][ENTRY_GROUP]
+    dist = folder / "eps" / "superfluid_persona_entry-0.0.dist-info"
+    if not dist.is_dir():
+        dist.mkdir(parents=True)
+        (dist / "METADATA").write_text(
+            "Metadata-Version: 2.1\nName: superfluid-persona-entry\nVersion: 0.0\n"
+        )
+        lines = [f"[{ENTRY_GROUP}]", *(f"{name} = {value}" for name, value in declared.items())]
+        (dist / "entry_points.txt").write_text("\n".join(lines) + "\n")
+    return dist.parent
+
+
+def jupyter_env(folder: Path, cache: Path | None = None) -> dict[str, str]:
+    """What a ``jupyter lab`` needs to run Jupyter AI from the folder: its packages and
+    the persona's entry point on ``PYTHONPATH``, its front-ends (``JUPYTER_PATH``) and
+    the configs enabling its server extensions (``JUPYTER_CONFIG_PATH``)."""
+    site = jupyter_ai_site(cache)
+    return {
+        "PYTHONPATH": os.pathsep.join((str(persona_entry_points(folder)), str(site))),
+        "JUPYTER_PATH": str(site / "share" / "jupyter"),
+        "JUPYTER_CONFIG_PATH": str(site / "etc" / "jupyter"),
+    }

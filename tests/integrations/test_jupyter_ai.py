@@ -19,34 +19,14 @@ from typing import Any
 
 import httpx
 import pytest
-import tomllib
 
-from integrations.jupyter_ai_site import site_env
+from integrations.jupyter_ai_site import ENTRY_GROUP, persona_entry_points, pyproject, site_env
 from jupyter_superfluid.pytest_plugin import TINY_MODELS, StandaloneServer, free_port
 
-ROOT = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).with_name("persona_driver.py")
 KEY = "sk-jupyter-ai"
 CHAT_PATH = "notes/ideas.chat"
 PERSONA_ID = "jupyter-ai-personas::jupyter_superfluid::SuperfluidPersona"
-ENTRY_GROUP = "jupyter_ai.personas"
-
-
-def _pyproject() -> dict[str, Any]:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())
-
-
-def _entry_points_dir(tmp_path: Path) -> Path:
-    """A dist-info declaring pyproject's persona entry point (installs may predate it)."""
-    declared = _pyproject()["project"]["entry-points"][ENTRY_GROUP]
-    dist = tmp_path / "eps" / "superfluid_persona_entry-0.0.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: superfluid-persona-entry\nVersion: 0.0\n"
-    )
-    lines = [f"[{ENTRY_GROUP}]", *(f"{name} = {value}" for name, value in declared.items())]
-    (dist / "entry_points.txt").write_text("\n".join(lines) + "\n")
-    return dist.parent
 
 
 def run_session(tmp_path: Path, config: dict[str, Any], *messages: str) -> dict[str, Any]:
@@ -63,8 +43,7 @@ def run_session(tmp_path: Path, config: dict[str, Any], *messages: str) -> dict[
     spec_file = tmp_path / "spec.json"
     spec_file.write_text(json.dumps(spec))
     env = site_env()
-    eps = tmp_path / "eps" if (tmp_path / "eps").exists() else _entry_points_dir(tmp_path)
-    env["PYTHONPATH"] = f"{eps}:{env['PYTHONPATH']}"
+    env["PYTHONPATH"] = f"{persona_entry_points(tmp_path)}:{env['PYTHONPATH']}"
     done = subprocess.run(
         [sys.executable, str(DRIVER), str(spec_file)],
         env=env,
@@ -169,7 +148,7 @@ def test_errors_are_said_in_the_chat(standalone: StandaloneServer, tmp_path: Pat
 
 
 def test_the_persona_is_declared_as_a_jupyter_ai_entry_point() -> None:
-    project = _pyproject()["project"]
+    project = pyproject()["project"]
     declared = project["entry-points"][ENTRY_GROUP]
     assert declared == {
         "superfluid": "jupyter_superfluid.integrations.jupyter_ai:SuperfluidPersona"

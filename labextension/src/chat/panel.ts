@@ -13,6 +13,7 @@ import {
 import type { IThemeManager } from '@jupyterlab/apputils';
 import type { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { LabIcon } from '@jupyterlab/ui-components';
+import type { Message } from '@lumino/messaging';
 import { Panel } from '@lumino/widgets';
 
 import { footer, preamble, stopButton } from './components';
@@ -24,6 +25,19 @@ const ICON_SVG = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24"><p
 export const chatIcon = new LabIcon({ name: 'jupyter-superfluid:chat', svgstr: ICON_SVG });
 
 export const PANEL_ID = 'jupyter-superfluid-chat';
+
+/** The side panel; each time it is shown, the chats are listed again, so those made
+ * elsewhere (another tab, Jupyter AI's chat, the API) are there. */
+class ChatPanel extends Panel {
+  constructor(private readonly controller: ChatController) {
+    super();
+  }
+
+  protected onAfterShow(msg: Message): void {
+    super.onAfterShow(msg);
+    void this.controller.refresh();
+  }
+}
 
 /** The panel. */
 export function createPanel(
@@ -49,7 +63,7 @@ export function createPanel(
     area: 'sidebar'
   });
   chat.addClass('sf-chat-body');
-  const panel = new Panel();
+  const panel = new ChatPanel(controller);
   panel.id = PANEL_ID;
   panel.addClass('sf-chat-panel');
   panel.title.icon = chatIcon;
