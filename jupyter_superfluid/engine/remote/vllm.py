@@ -1,6 +1,7 @@
 """``VllmEngine``: a model a running vLLM serves, behind the Engine seam.
 
-Superfluid renders, tokenizes (vLLM's ``/tokenize``, cached per text) and parses; vLLM
+Superfluid renders, tokenizes (``local_encoder`` from ``tokenizer.json`` while its ids are
+vLLM's, else vLLM's ``/tokenize``; cached per text) and parses; vLLM
 generates (``/v1/completions``, ``vllm_completion``) and keeps its own prefix cache. The
 HTTP side (clients, staleness, failures, the SSE loop) is ``client.RemoteEngine``'s.
 
@@ -34,10 +35,12 @@ from jupyter_superfluid.engine.base import (
 )
 from jupyter_superfluid.engine.remote.client import RemoteEngine, error_message
 from jupyter_superfluid.engine.remote.hf_tokenizer import (
+    TOKENIZER_FILE,
     TokenizerFiles,
     TokenizerFilesError,
     read_tokenizer,
 )
+from jupyter_superfluid.engine.remote.local_encoder import LocalEncoder
 from jupyter_superfluid.engine.remote.vllm_completion import VllmRelay, completion_body
 
 API_KEY_ENV = "VLLM_API_KEY"  # the remote's --api-key, when it has one
@@ -61,6 +64,8 @@ class VllmEngine(RemoteEngine):
         super().__init__(model_id, url, api_key=key, **options)
         self._tokenizer_path = Path(tokenizer).expanduser()
         self._files: TokenizerFiles | None = None
+        self._encoder: LocalEncoder | None = None
+        self.local_tokenizing = False  # the encoder gave the remote's ids when last asked
         self.served = ""  # the remote's own model name, sent with every request
 
     @classmethod
@@ -72,13 +77,15 @@ class VllmEngine(RemoteEngine):
         """
         engine = cls(model_id, url, **options)
         try:
-            engine._files = read_tokenizer(engine._tokenizer_path)
+            files = engine._files = read_tokenizer(engine._tokenizer_path)
         except TokenizerFilesError as err:
             engine._client.close()
             raise EngineError(
                 f"model {model_id} (vLLM at {engine.url}) has no chat template: {err}; "
                 "give its tokenizer files with #tokenizer=PATH"
             ) from err
+        specials = (files.bos_token, files.eos_token)
+        engine._encoder = LocalEncoder.load(engine._tokenizer_path / TOKENIZER_FILE, specials)
         engine.open()
         return engine
 
@@ -98,6 +105,9 @@ class VllmEngine(RemoteEngine):
         eog = tuple(self.call("POST", "/tokenize", body)["tokens"]) if eos else ()
         self.check_identity((name, context, eog, files.chat_template), served.get("root"))
         self.served = name
+        self.local_tokenizing = self._encoder is not None and self._encoder.agrees(
+            self._remote_tokens
+        )
         return ModelInfo(
             id=self._id,
             path=self.url,
@@ -110,17 +120,24 @@ class VllmEngine(RemoteEngine):
         )
 
     def tokenize(self, text: str, *, special: bool = True) -> list[int]:
-        """Token ids of ``text`` (BOS if the model asks for it), from ``/tokenize`` (blocking).
+        """Token ids of ``text`` (BOS if the model asks for it), blocking: made here while
+        the local encoder agrees with vLLM, else from vLLM's ``/tokenize``.
 
         vLLM always parses control-token spellings: ``special=False`` tokenizes alike
         (so fill-in-the-middle is not offered through vLLM).
         """
 
         def fetch() -> list[int]:
-            body = {"model": self.served, "prompt": text, "add_special_tokens": True}
-            return list(self.call("POST", "/tokenize", body)["tokens"])
+            if self.local_tokenizing and self._encoder is not None:
+                return self._encoder.encode(text)
+            return self._remote_tokens(text)
 
         return self.cached_tokens(text, True, fetch)
+
+    def _remote_tokens(self, text: str) -> list[int]:
+        """vLLM's own ids of ``text`` (``/tokenize``, blocking)."""
+        body = {"model": self.served, "prompt": text, "add_special_tokens": True}
+        return [int(t) for t in self.call("POST", "/tokenize", body)["tokens"]]
 
     def detokenize(self, tokens: list[int]) -> str:
         """Text of ``tokens``, control tokens rendered (from the tokenizer's bytes, else vLLM)."""

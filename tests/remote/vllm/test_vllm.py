@@ -8,6 +8,9 @@ seconds).
 
 from __future__ import annotations
 
+import asyncio
+import json
+import shutil
 import signal
 from pathlib import Path
 
@@ -16,6 +19,7 @@ import openai
 import pytest
 from support.vllm_remote import BLOCK, VllmServer
 
+from jupyter_superfluid.engine.remote.vllm import VllmEngine
 from jupyter_superfluid.pytest_plugin import StandaloneServer
 
 from .. import checks
@@ -140,6 +144,66 @@ def test_disconnect_makes_vllm_abort(superfluid_vllm, vllm_server: VllmServer):
                 break
     after = vllm_server.wait_idle()  # vLLM aborted the request (or it would run on)
     assert 0 < delta(before, after, "generation_tokens_total") < 3500
+
+
+# Texts as the chat path tokenizes them: a rendered turn with its specials, a generation
+# prompt, plain prose with digits and non-Latin text, and an empty one.
+TEXTS = [
+    "<|im_start|>user\nWhat is 2+2? Réponds en français, s'il te plaît.<|im_end|>\n",
+    "<|im_start|>assistant\n<think>\n\n</think>\n\n",
+    "def f(x):\n    return x ** 2  # 数学 🙂\n\n\n",
+    "",
+]
+
+
+def tokenize_requests(engine: VllmEngine) -> list[str]:
+    """The paths of the ``/tokenize`` requests the engine sends from now on."""
+    sent: list[str] = []
+
+    def seen(request: httpx.Request) -> None:
+        if request.url.path == "/tokenize":
+            sent.append(request.url.path)
+
+    engine._client.event_hooks["request"].append(seen)
+    return sent
+
+
+def vllm_ids(remote: VllmServer, text: str) -> list[int]:
+    body = {"prompt": text, "add_special_tokens": True}
+    return httpx.post(remote.url + "/tokenize", json=body, timeout=30).json()["tokens"]
+
+
+def test_prompt_texts_are_tokenized_here_with_vllms_own_ids(vllm_server: VllmServer):
+    engine = VllmEngine.connect("q", vllm_server.url, tokenizer=vllm_server.model)
+    try:
+        assert engine.local_tokenizing  # the probe's ids were vLLM's
+        sent = tokenize_requests(engine)
+        ours = [engine.tokenize(text) for text in TEXTS]
+        assert sent == []  # not one round trip
+        assert ours == [vllm_ids(vllm_server, text) for text in TEXTS]
+    finally:
+        asyncio.run(engine.close())
+
+
+def test_a_tokenizer_that_disagrees_with_vllm_falls_back_to_its_tokenize(
+    vllm_server: VllmServer, tmp_path: Path
+):
+    other = shutil.copytree(vllm_server.model, tmp_path / "other-tokenizer")
+    data = json.loads((other / "tokenizer.json").read_text())
+    token = {"content": "Hello", "single_word": False, "lstrip": False, "rstrip": False}
+    token |= {"id": len(data["model"]["vocab"]) + 100, "normalized": False, "special": False}
+    data["added_tokens"].append(token)  # "Hello" is one token here, several in vLLM
+    (other / "tokenizer.json").write_text(json.dumps(data))
+    engine = VllmEngine.connect("q", vllm_server.url, tokenizer=other)
+    try:
+        assert not engine.local_tokenizing
+        sent = tokenize_requests(engine)
+        assert [engine.tokenize(text) for text in TEXTS] == [
+            vllm_ids(vllm_server, text) for text in TEXTS
+        ]
+        assert len(sent) == len(TEXTS)
+    finally:
+        asyncio.run(engine.close())
 
 
 def test_no_tokenizer_is_refused_at_start(sf_model_cache: Path, tmp_path: Path, vllm_server):
