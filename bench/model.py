@@ -45,3 +45,15 @@ def eos_id() -> int:
 def eos_logit_bias(bias: float) -> dict[str, float]:
     """``logit_bias`` on the end-of-turn token (OpenAI shape: string ids); -100 bans it."""
     return {str(eos_id()): bias}
+
+
+def ascii_only() -> dict[str, float]:
+    """``logit_bias`` banning the byte tokens 0x80-0xFF, so replies are ASCII text.
+
+    A random model's bytes are mostly invalid UTF-8, which no real model's reply is:
+    llama-server streams no id for a token that ends inside a character, a client of
+    it can only re-tokenize the text, where the invalid bytes arrive as U+FFFD, and
+    the remote's cached prefix then stops at the first of them. Real replies are valid
+    UTF-8, so the benchmarks keep replies to ASCII, for every server alike.
+    """
+    return {str(b): -100.0 for b in range(0x80, 0x100)}  # byte b is token id b

@@ -15,7 +15,7 @@ import httpx
 
 from bench.client import StreamResult, stream_chat, stream_response
 from bench.conversation import INSTRUCTIONS, Conversation
-from bench.model import MODEL_ID, eos_logit_bias
+from bench.model import MODEL_ID, ascii_only, eos_logit_bias
 from bench.servers import Server
 
 # Cap of a reply that must end normally: one it almost never reaches, so each
@@ -28,8 +28,10 @@ SHORT = 2.0
 
 
 def _sampling(max_tokens: int, seed: int, eos_bias: float) -> dict[str, Any]:
-    """The shared sampling fields (chat completions names)."""
-    return {"max_tokens": max_tokens, "seed": seed, "logit_bias": eos_logit_bias(eos_bias)}
+    """The shared sampling fields (chat completions names); replies are ASCII (see
+    ``bench.model.ascii_only``)."""
+    bias = {**ascii_only(), **eos_logit_bias(eos_bias)}
+    return {"max_tokens": max_tokens, "seed": seed, "logit_bias": bias}
 
 
 async def sf_continue(
