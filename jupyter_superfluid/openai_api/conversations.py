@@ -209,15 +209,17 @@ class Conversations:
         conv_id = ref if isinstance(ref, str) else parse(ConversationRef, ref, "conversation").id
         if fork_from is not None or from_root:
             return await self._branch(conv_id, principal, fork_from)
+        state = self.store.conversation_state
         try:
-            state = self.store.conversation_state
-            rec, items = await asyncio.to_thread(state, conv_id, principal.owner)
+            rec, items = await asyncio.to_thread(state, conv_id, principal.owner, pending_only=True)
+            head = await self._head(rec)
+            if head is not None and rec.head_valid:
+                pending = [i.item for i in items if i.response_id is None]
+                return ConversationTurn(rec.id, head.id, pending, head.model)
+            if rec.head_valid:  # its head is gone: the next turn sends every item
+                rec, items = await asyncio.to_thread(state, conv_id, principal.owner)
         except ConversationNotFound as err:
             raise conversation_not_found(conv_id, "conversation") from err
-        head = await self._head(rec)
-        if head is not None and rec.head_valid:
-            pending = [i.item for i in items if i.response_id is None]
-            return ConversationTurn(rec.id, head.id, pending, head.model)
         model = head.model if head is not None else None
         return ConversationTurn(rec.id, None, [i.item for i in items], model)
 

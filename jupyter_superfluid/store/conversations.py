@@ -292,14 +292,20 @@ class ConversationsMixin:
         return self.conversation_state(conv_id, principal)[1]
 
     def conversation_state(
-        self, conv_id: str, principal: str | None
+        self, conv_id: str, principal: str | None, *, pending_only: bool = False
     ) -> tuple[ConversationRecord, list[ConversationItem]]:
-        """A conversation and its live items (oldest first), read at one instant."""
+        """A conversation and its live items (oldest first), read at one instant.
+
+        ``pending_only``: while its head is valid, only the items not yet answered (what
+        its next turn adds), so a turn reads and decodes nothing of the history.
+        """
         with self._db.read() as conn:
             rec = _record(_fetch(conn, conv_id, principal))
+            pending = " AND response_id IS NULL" if pending_only and rec.head_valid else ""
             rows = conn.execute(
                 "SELECT * FROM conversation_items WHERE conversation_id = ? AND deleted = 0"
-                " ORDER BY pos",
+                + pending
+                + " ORDER BY pos",
                 (conv_id,),
             ).fetchall()
         items = [

@@ -159,6 +159,20 @@ def test_deleting_an_item_of_the_chain_sends_the_rest_whole(standalone):
     assert third.previous_response_id == second.id  # a valid head again
 
 
+def test_a_deleted_head_makes_the_next_turn_send_every_item(standalone):
+    client = client_for(standalone)
+    conv = client.conversations.create()
+    first = completed(client, model=CHATML, input="Head to delete.", conversation=conv.id)
+    conv_id = first.conversation.id
+    items = client.conversations.items.list(conv_id, order="asc").data
+    client.responses.delete(first.id)
+    second = completed(client, model=CHATML, input="After it.", conversation=conv_id)
+    assert second.previous_response_id is None  # nothing stored to continue from
+    inputs = client.responses.input_items.list(second.id, order="asc").data
+    assert [i.id for i in inputs[: len(items)]] == [i.id for i in items]
+    assert [i.content[0].text for i in inputs[len(items) :]] == ["After it."]
+
+
 def test_deleting_a_conversation_purges_its_responses(standalone):
     client = client_for(standalone)
     conv = client.conversations.create()
