@@ -10,6 +10,7 @@ import { chainTo, leavesUnder, resendable, splitTurns, turnViews, userMessage } 
 import { readSettings, type Conversation, type ConversationItem, type ResponseNode } from '../src/chat/types';
 import { mergeState } from '../src/chat/models';
 import { requestBody } from '../src/chat/request';
+import { applyTurn, firstText, isWhole, previewOf, type Round } from '../src/chat/storedTurn';
 
 const reduce = (events: StreamEvent[]) => events.reduce(reduceEvent, emptyAnswer('m'));
 
@@ -254,5 +255,67 @@ describe('the request of a round', () => {
     expect(requestBody(settings, round, tools)).toMatchObject({ tools, tool_choice: 'required', reasoning: { effort: 'none' } });
     expect(requestBody(settings, { ...round, first: false }, tools).tool_choice).toBeUndefined();
     expect(requestBody(settings, round, []).tool_choice).toBeUndefined();
+  });
+});
+
+describe('a finished turn applied from its stream', () => {
+  const answer = (id: string, output: ConversationItem[], status: 'completed' | 'incomplete' | 'stopped' = 'completed') => ({
+    ...emptyAnswer('tiny'),
+    responseId: id,
+    status,
+    output,
+    createdAt: 50
+  });
+  const start = conv('conv_1', 10);
+  const kept = splitTurns([msg('user', 'hi', 'msg_u1'), msg('assistant', 'hello', 'msg_a1'), msg('user', 'gone', 'msg_u2'), msg('assistant', 'x', 'msg_a2')]);
+  const tree: ResponseNode[] = [
+    { id: 'r1', previous_response_id: null, created_at: 1 },
+    { id: 'r2', previous_response_id: 'r1', created_at: 2 }
+  ];
+
+  it('forks after the kept turns: their items, the round input and output, a new node and head', () => {
+    const call: ConversationItem = { type: 'function_call', id: 'fc_1', call_id: 'c1', name: 'f', arguments: '{}' };
+    const outputs: ConversationItem = { type: 'function_call_output', call_id: 'c1', output: '42' };
+    const rounds: Round[] = [
+      { input: [userMessage('again?')], answer: answer('r3', [call]) },
+      { input: [outputs], answer: answer('r4', [msg('assistant', 'done', 'msg_a4')], 'incomplete') }
+    ];
+    expect(isWhole(rounds)).toBe(true);
+    const view = applyTurn(start, kept.slice(0, 1), 'r1', tree, rounds);
+    expect(view.conv.head_response_id).toBe('r4');
+    expect(view.conv.updated_at).toBe(50);
+    expect(view.items.map(i => i.id ?? i.type)).toEqual(['msg_u1', 'msg_a1', 'message', 'fc_1', 'function_call_output', 'msg_a4']);
+    expect(view.nodes.slice(2).map(n => [n.id, n.previous_response_id, n.status])).toEqual([
+      ['r3', 'r1', 'completed'],
+      ['r4', 'r3', 'incomplete']
+    ]);
+    expect(chainTo(view.nodes, view.conv.head_response_id)).toEqual(['r1', 'r3', 'r4']);
+    expect(view.nodes[3].preview).toBe('42 → done');
+  });
+
+  it('titles a new chat from its first message, as the server does', () => {
+    const view = applyTurn(start, [], null, [], [{ input: [userMessage('  What   is\nthis? ')], answer: answer('r1', []) }]);
+    expect(view.conv.title).toBe('What is this?');
+    expect(applyTurn({ ...start, title: 'Kept' }, [], null, [], [{ input: [userMessage('b')], answer: answer('r1', []) }]).conv.title).toBe('Kept');
+    expect(firstText([msg('user', 'y'.repeat(100))])).toHaveLength(80);
+  });
+
+  it('is not whole when a round stopped, failed or gave no output', () => {
+    expect(isWhole([])).toBe(false);
+    expect(isWhole([{ input: [], answer: answer('r1', [], 'stopped') }])).toBe(false);
+    expect(isWhole([{ input: [], answer: { ...answer('r1', []), output: null } }])).toBe(false);
+    expect(isWhole([{ input: [], answer: { ...answer('r1', []), responseId: null } }])).toBe(false);
+  });
+
+  it('keeps the output items of the finished response only', () => {
+    const out = [msg('assistant', 'a', 'msg_1')];
+    const created = reduceEvent(emptyAnswer('m'), { type: 'response.created', response: { id: 'r', created_at: 7 } });
+    expect(created).toMatchObject({ output: null, createdAt: 7 });
+    expect(reduceEvent(created, { type: 'response.completed', response: { id: 'r', output: out } }).output).toEqual(out);
+  });
+
+  it('previews the last input, then the answer, cut to 80 characters', () => {
+    expect(previewOf([userMessage('q'.repeat(60))], [msg('assistant', 'a'.repeat(60))])).toBe('q'.repeat(40) + ' → ' + 'a'.repeat(37));
+    expect(previewOf([], [])).toBe(' → ');
   });
 });

@@ -79,10 +79,13 @@ def responses(lab: LabServer, conv_id: str) -> list[dict[str, Any]]:
         return answer.json()["data"]
 
 
-def record(request: Any, sent: list[dict[str, Any]]) -> None:
-    """Keep the body of each ``POST v1/responses`` the page sends."""
-    if request.method == "POST" and request.url.split("?")[0].endswith("/v1/responses"):
+def record(request: Any, sent: list[dict[str, Any]], reads: list[str] | None = None) -> None:
+    """Keep the body of each ``POST v1/responses`` the page sends, and its conversation reads."""
+    path = request.url.split("?")[0]
+    if request.method == "POST" and path.endswith("/v1/responses"):
         sent.append(json.loads(request.post_data or "{}"))
+    elif reads is not None and request.method == "GET" and "/v1/conversations/conv_" in path:
+        reads.append(path)
 
 
 class Chat:
@@ -140,6 +143,18 @@ class Chat:
         expect(footer).to_have_attribute("data-response-id", __import__("re").compile("^resp_"))
         return footer.get_attribute("data-response-id") or ""
 
+    def view(self) -> dict[str, Any]:
+        """What the panel shows of the chat: the messages' texts, answers, tree and head."""
+        tree = self.panel.locator(".sf-chat-tree-node")
+        return {
+            "texts": self.panel.locator(".jp-chat-rendered-message").all_inner_texts(),
+            "answers": [f.get_attribute("data-response-id") for f in self.footers().all()],
+            "tree": sorted(
+                tuple(n.get_attribute(a) for a in ("data-id", "data-current", "title"))
+                for n in tree.all()
+            ),
+        }
+
     def watch(self) -> None:
         """Record, in the page, each length the last answer shows (on every DOM change)."""
         self.page.evaluate(WATCH, PANEL)
@@ -167,17 +182,19 @@ def test_chat_in_the_browser(
     context = chromium.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     sent: list[dict[str, Any]] = []
-    page.on("request", lambda r: record(r, sent))
+    reads: list[str] = []
+    page.on("request", lambda r: record(r, sent, reads))
     nb = NotebookPage(page, lab, ui, path)
     chat = Chat(nb)
     try:
         nb.open(watch=False)
         chat.open_from_palette()
         chat.pick(SLOW)
-        conv_id, first = check_stream(chat, lab, sent)
+        conv_id, first = check_stream(chat, lab, sent, reads)
+        shown = chat.view()  # the first turn as the stream applied it
         check_stop(chat, lab, conv_id)
         chat.shots(artifacts, f"{ui}-answer")
-        check_reload(nb, chat, conv_id, first)
+        check_reload(nb, chat, conv_id, first, shown)
         check_branch(chat, lab, conv_id, first, artifacts, ui)
         check_error_context(nb, chat, lab, sent, artifacts, ui)
         check_tool_call(nb, chat, lab, sent, artifacts, ui)
@@ -197,14 +214,19 @@ def test_chat_in_the_browser(
         context.close()
 
 
-def check_stream(chat: Chat, lab: LabServer, sent: list[dict[str, Any]]) -> tuple[str, str]:
-    """A message streams in, and is stored in a new conversation."""
+def check_stream(
+    chat: Chat, lab: LabServer, sent: list[dict[str, Any]], reads: list[str]
+) -> tuple[str, str]:
+    """A message streams in, and is stored in a new conversation, shown without a read."""
     chat.watch()
     chat.send("Count from one to twenty.")
     lengths = chat.streamed_lengths()
     assert len(lengths) >= 2, lengths  # it grew while streaming
     first = chat.wait_done()
     conv_id = chat.conversation_id()
+    tree = chat.panel.locator(f".sf-chat-tree-node[data-id='{first}']")
+    expect(tree).to_have_attribute("data-current", "true")  # the stream's turn, applied
+    assert reads == [], reads  # the panel read nothing back after the answer
     assert conv_id.startswith("conv_")
     body = sent[-1]
     assert body["conversation"] == conv_id and body["model"] == SLOW
@@ -245,8 +267,10 @@ def reload(nb: NotebookPage, chat: Chat) -> None:
         chat.open_from_palette()
 
 
-def check_reload(nb: NotebookPage, chat: Chat, conv_id: str, first: str) -> None:
-    """After a reload the chat is listed and shown again, from the server."""
+def check_reload(
+    nb: NotebookPage, chat: Chat, conv_id: str, first: str, shown: dict[str, Any]
+) -> None:
+    """After a reload the chat is listed and shown again, from the server, as it was."""
     reload(nb, chat)
     expect(chat.panel.locator(f".sf-chat-item[data-id='{conv_id}']")).to_be_visible()
     expect(chat.panel.locator(f".sf-chat-item[data-id='{conv_id}']")).to_have_attribute(
@@ -254,6 +278,8 @@ def check_reload(nb: NotebookPage, chat: Chat, conv_id: str, first: str) -> None
     )
     expect(chat.footers()).to_have_count(1)
     expect(chat.last_footer()).to_have_attribute("data-response-id", first)
+    expect(chat.panel.locator(f".sf-chat-tree-node[data-id='{first}']")).to_have_count(1)
+    assert chat.view() == shown  # the stream's turn as applied is the stored one (the stop's: not)
 
 
 def check_branch(

@@ -4,6 +4,8 @@
  * without a server; the model applies each event as it arrives.
  */
 
+import type { ConversationItem } from './types';
+
 /** A function call of an answer (with its output once the kernel ran it). */
 export interface CallView {
   itemId: string;
@@ -33,6 +35,10 @@ export interface AnswerState {
   outputTokens: number | null;
   /** The output index of the message the text came from last (a new one starts a paragraph). */
   textIndex: number | null;
+  /** The stored output items, as the finished response gives them (null until then). */
+  output: ConversationItem[] | null;
+  /** When the response was created (seconds; null until the stream says). */
+  createdAt: number | null;
 }
 
 /** An answer that has not started. */
@@ -49,7 +55,9 @@ export function emptyAnswer(model = ''): AnswerState {
     cachedTokens: null,
     inputTokens: null,
     outputTokens: null,
-    textIndex: null
+    textIndex: null,
+    output: null,
+    createdAt: null
   };
 }
 
@@ -58,6 +66,8 @@ interface ResponseObject {
   model?: string;
   status?: string;
   previous_response_id?: string | null;
+  created_at?: number;
+  output?: ConversationItem[];
   error?: { message?: string } | null;
   incomplete_details?: { reason?: string } | null;
   usage?: {
@@ -91,6 +101,7 @@ function withResponse(state: AnswerState, r: ResponseObject | undefined): Answer
     responseId: r.id ?? state.responseId,
     previousResponseId: r.previous_response_id ?? state.previousResponseId,
     model: r.model ?? state.model,
+    createdAt: r.created_at ?? state.createdAt,
     cachedTokens: usage?.input_tokens_details?.cached_tokens ?? state.cachedTokens,
     inputTokens: usage?.input_tokens ?? state.inputTokens,
     outputTokens: usage?.output_tokens ?? state.outputTokens
@@ -141,7 +152,7 @@ export function reduceEvent(state: AnswerState, event: StreamEvent): AnswerState
       const next = withResponse(state, event.response);
       const status = event.type.slice('response.'.length) as AnswerStatus;
       const error = event.response?.error?.message ?? (status === 'failed' ? 'the response failed' : null);
-      return { ...next, status, error };
+      return { ...next, status, error, output: event.response?.output ?? null };
     }
     case 'error': {
       const message = event.error?.message ?? event.message ?? 'the stream failed';

@@ -23,6 +23,7 @@ import type { ContextMarker } from './context';
 import { emptyAnswer, reduceEvent, type AnswerState, type CallView } from './events';
 import { answerUpdate, botUser, isContextItem, turnMessages, USER, userContent } from './messages';
 import { requestBody, type ForkFrom } from './request';
+import { applyTurn, isWhole, type Round } from './storedTurn';
 import { chainTo, resendable, splitTurns, turnViews, userMessage, type Turn, type TurnView } from './transcript';
 import type { ChatSettings, Conversation, ConversationItem, ResponseNode } from './types';
 
@@ -306,11 +307,13 @@ export class SuperfluidChatModel extends AbstractChatModel {
     let state = emptyAnswer(model);
     let input = spec.input;
     let forkFrom = spec.forkFrom;
+    const rounds: Round[] = [];
     try {
       const conv = await this.ensureConversation();
       for (let round = 0; round < 8; round++) {
         const body = await this.body(model, conv.id, input, forkFrom, round === 0);
         state = await this.stream(body, signal, state, answerId);
+        rounds.push({ input, answer: state });
         if (state.status !== 'completed' || !state.calls.some(c => c.output === undefined) || !this.toolRunner) {
           break;
         }
@@ -339,7 +342,7 @@ export class SuperfluidChatModel extends AbstractChatModel {
       return false;
     }
     try {
-      await this.reload();
+      await this.settle(spec.keep, parentId, rounds);
       if (this._conversation) {
         this._answered.emit(this._conversation);
       }
@@ -347,6 +350,16 @@ export class SuperfluidChatModel extends AbstractChatModel {
       this.fail(String(err));
     }
     return true;
+  }
+
+  /** Show the finished turn: from the stream when it described every round whole, else read. */
+  private async settle(keep: number, parentId: string | null, rounds: Round[]): Promise<void> {
+    const conv = this._conversation;
+    if (!conv || !isWhole(rounds)) {
+      return this.reload();
+    }
+    const view = applyTurn(conv, this._rawTurns.slice(0, keep), parentId, this._nodes, rounds);
+    this.show(view.conv, view.items, view.nodes);
   }
 
   private async body(

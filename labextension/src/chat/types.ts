@@ -5,8 +5,9 @@
 
 /** A content part of a message item. */
 export interface ContentPart {
-  type: string; // input_text, output_text, summary_text, reasoning_text, …
+  type: string; // input_text, output_text, summary_text, reasoning_text, refusal, …
   text?: string;
+  refusal?: string;
 }
 
 /** One item of a conversation (the Responses API's input and output items). */
