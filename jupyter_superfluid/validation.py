@@ -176,6 +176,8 @@ def _check_bounds(schema: Any, param: str) -> None:
                     )
             _check_pattern(node.get("pattern"), param)
             enum = node.get("enum")
+            if isinstance(enum, list) and not enum:
+                raise InvalidRequest(f"{param}: an empty enum matches no value", param=param)
             if isinstance(enum, list) and len(enum) > MAX_ENUM:
                 raise InvalidRequest(
                     f"{param}: an enum of {len(enum)} values exceeds {MAX_ENUM}", param=param

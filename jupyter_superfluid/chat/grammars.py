@@ -1,7 +1,8 @@
 """GBNF grammars that force a model's output: JSON by schema, any JSON object, one tool call.
 
 JSON schemas are converted by llama-cpp-python's own ``SchemaConverter`` (the port of
-llama.cpp's ``json_schema_to_grammar.py``), so the grammars match what llama.cpp expects.
+llama.cpp's ``json_schema_to_grammar.py``), so the grammars match what llama.cpp expects;
+its ``pattern`` strings first go through ``schema_patterns``.
 Forced tool calls are built in ``call_grammars``. Every builder can prefix a bounded reasoning
 section for prompts that open one: the model may think briefly, must close it, and the
 result still parses. Every grammar's start rule is ``root``.
@@ -16,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from jupyter_superfluid.chat.schema_patterns import pattern_for_grammar
 from jupyter_superfluid.chat.syntax.model import ReasoningSyntax
 
 DEFAULT_REASONING_CHARS = 256
@@ -27,8 +29,9 @@ THINK = ReasoningSyntax("<think>", "</think>", gap="\n\n")
 # sampler also takes any 4-byte UTF-8 shape as a character: surrogates and code points
 # past U+10FFFF are left out, as they decode to no text.
 _NOT_TEXT = r"\uD800-\uDFFF\U00110000-\U001FFFFF"
+_JSON_TEXT_CHAR = rf'[^"\\\x7F\x00-\x1F{_NOT_TEXT}]'
 _STRICT_CHAR = (
-    rf'[^"\\\x7F\x00-\x1F{_NOT_TEXT}] | "\\" (["\\/bfnrt] | '
+    rf'{_JSON_TEXT_CHAR} | "\\" (["\\/bfnrt] | '
     r'"u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])'
 )
 _ANY_OBJECT: dict[str, Any] = {"type": "object"}
@@ -70,7 +73,14 @@ def _schema_converter_class() -> Any:
     assert module_spec is not None and module_spec.loader is not None
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)
-    return module.SchemaConverter
+
+    class Converter(module.SchemaConverter):  # type: ignore[name-defined,misc]
+        """The converter, given each ``pattern`` in the regex subset it translates right."""
+
+        def _visit_pattern(self, pattern: str, name: str) -> str:
+            return str(super()._visit_pattern(pattern_for_grammar(pattern), name))
+
+    return Converter
 
 
 class Rules:
@@ -103,6 +113,8 @@ class Rules:
         rules: dict[str, str] = dict(self._converter._rules)
         if "char" in rules:
             rules["char"] = _STRICT_CHAR
+        if "dot" in rules:  # a pattern's "." (its own allows a raw quote or control)
+            rules["dot"] = _JSON_TEXT_CHAR
         if indented and "space" in rules:
             rules["space"] = '| " " | "\\n" [ \\t]{0,20}'
         rules.update(self._extra)

@@ -174,3 +174,39 @@ def test_gbnf_literal_escapes(grammar_checker) -> None:
     grammar = f"root ::= {gbnf_literal(text)}"
     assert grammar_checker.parses(grammar)
     assert grammar_checker.matches(grammar, text)
+
+
+# (pattern, values it matches, values it does not): each value's JSON text is what the
+# model writes; the grammar must take the first and refuse the second.
+PATTERNS = [
+    (r"^\d{3}-[a-z]+$", ["123-abc"], ["12-abc", "abc-123"]),
+    (r"^\d+\.\d+$", ["3.14", "10.0"], ["3x14", "3."]),
+    (r"[\w.-]+@example\.com", ["mail bob.k@example.com now"], ["bob@exampleXcom"]),
+    (r"^\D\S\W$", ["xy!"], ["1y!", "xy1"]),
+    (r"^\s\d$", [" 7"], ["\t7"]),  # \s: the space (a tab needs an escape no class holds)
+    (r'^a\\b "q"$', ['a\\b "q"'], ["ab q"]),
+    (r"^[^a-z]+$", ["ABC 1"], ["abc"]),
+    (r"^a.c$", ["abc", "a c"], ["ac"]),
+    (r"^\$\^\.\/\-\(x\)$", ["$^./-(x)"], ["$^./-x"]),
+    (r"^ab", ["abc", "ab"], ["xab"]),
+    (r"yz$", ["xyz"], ["yzx"]),
+    ("", ["", "anything"], []),
+    (r"^(a|b|)c$", ["c", "ac"], ["abc"]),  # an empty alternative (vLLM's xgrammar refuses)
+]
+
+
+@pytest.mark.parametrize(("pattern", "good", "bad"), PATTERNS)
+def test_patterns_become_grammars_of_their_json_strings(grammar_checker, pattern, good, bad):
+    grammar = json_schema_grammar({"type": "string", "pattern": pattern})
+    assert grammar_checker.parses(grammar), grammar
+    for value in good:
+        assert grammar_checker.matches(grammar, json.dumps(value)), (value, grammar)
+    for value in bad:
+        assert not grammar_checker.matches(grammar, json.dumps(value)), (value, grammar)
+
+
+@pytest.mark.parametrize("pattern", [r"^[^a-z]+$", r"^\W+$", r"^a.c$", r"^\S\S\S$"])
+def test_no_pattern_lets_a_raw_quote_or_control_into_the_string(grammar_checker, pattern):
+    grammar = json_schema_grammar({"type": "string", "pattern": pattern})
+    for raw in ('"A"C"', '"a\nc"', '"a\\c"'):  # not JSON: a bare quote, newline, backslash
+        assert not grammar_checker.matches(grammar, raw), (raw, grammar)

@@ -152,6 +152,27 @@ def test_json_schema_output_validates(openai_client):
     jsonschema.validate(json.loads(out.choices[0].message.content), SCHEMA)
 
 
+@pytest.mark.parametrize(
+    "pattern", [r"^\d{3}-\d{4}$", r"^v\d{1,3}\.\d{1,3}$", r"^[\w.]{1,12}@example\.com$"]
+)
+def test_a_pattern_with_escapes_is_enforced(openai_client, pattern):
+    schema = {
+        "type": "object",
+        "properties": {"v": {"type": "string", "pattern": pattern, "maxLength": 40}},
+        "required": ["v"],
+        "additionalProperties": False,
+    }
+    out = openai_client.chat.completions.create(
+        model="superfluid/tiny-chatml",
+        messages=[{"role": "user", "content": "value"}],
+        response_format={"type": "json_schema", "json_schema": {"name": "v", "schema": schema}},
+        max_tokens=120,
+        seed=4,
+    )
+    assert out.choices[0].finish_reason == "stop"
+    jsonschema.validate(json.loads(out.choices[0].message.content), schema)  # the pattern too
+
+
 def test_json_object_output_parses(openai_client):
     out = openai_client.chat.completions.create(
         model="superfluid/tiny-chatml",

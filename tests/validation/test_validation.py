@@ -22,6 +22,7 @@ BAD_SCHEMAS = [
     {"anyOf": []},
     {"items": [1, 2]},
     {"enum": list(range(5000))},
+    {"type": "object", "properties": {"a": {"enum": []}}},  # a grammar of nothing
     {"type": "object", "properties": {"a": {"type": "array", "maxItems": 10**12}}},
     {"type": "string", "pattern": "^a{0,20000}$"},
 ]

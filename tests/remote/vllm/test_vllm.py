@@ -19,6 +19,7 @@ import openai
 import pytest
 from support.vllm_remote import BLOCK, VllmServer
 
+from jupyter_superfluid.engine.base import EngineError, GenerateRequest, SamplingParams
 from jupyter_superfluid.engine.remote.vllm import VllmEngine
 from jupyter_superfluid.pytest_plugin import StandaloneServer
 
@@ -204,6 +205,37 @@ def test_a_tokenizer_that_disagrees_with_vllm_falls_back_to_its_tokenize(
         assert len(sent) == len(TEXTS)
     finally:
         asyncio.run(engine.close())
+
+
+def test_a_grammar_vllm_cannot_compile_is_its_refusal_before_any_event(vllm_server: VllmServer):
+    engine = VllmEngine.connect("q", vllm_server.url, tokenizer=vllm_server.model)
+    sampling = SamplingParams(max_tokens=4, grammar='root ::= undefined-rule "x"')
+    request = GenerateRequest(tuple(engine.tokenize("hello")), sampling)
+
+    async def first_event() -> object:
+        return await anext(aiter(engine.generate(request)))
+
+    try:
+        with pytest.raises(EngineError) as caught:
+            asyncio.run(first_event())
+        assert type(caught.value) is EngineError  # refused, not unavailable nor overflow
+        assert str(caught.value).startswith(f"vLLM at {vllm_server.url}")
+        assert "Invalid grammar" in str(caught.value)  # vLLM's own message, passed on
+    finally:
+        asyncio.run(engine.close())
+
+
+def test_a_schema_vllm_refuses_is_a_400_naming_the_field(superfluid_vllm):
+    # An empty alternative: llama.cpp compiles its grammar (tests/chat), xgrammar does not.
+    schema = {"type": "string", "pattern": "^(a|b|)c$"}
+    text = {"format": {"type": "json_schema", "name": "abc", "schema": schema}}
+    client = client_for(superfluid_vllm)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model="q", input="a", max_output_tokens=4, text=text)
+    error = caught.value.body
+    assert (error["type"], error["param"]) == ("invalid_request_error", "text.format.schema")
+    assert "Invalid grammar" in error["message"]  # vLLM's own words, passed on
+    assert client.responses.create(model="q", input="a", max_output_tokens=2).status  # still up
 
 
 def test_no_tokenizer_is_refused_at_start(sf_model_cache: Path, tmp_path: Path, vllm_server):
