@@ -10,7 +10,10 @@ conversation resent:
 - to ``llama_cpp.server`` with a unique first line, so its cache cannot
   serve it (cold);
 - to ``llama_cpp.server`` right after the same conversation's previous request
-  (its single-sequence cache then holds the history: its best case).
+  (its single-sequence cache then holds the history: its best case);
+- to C++ ``llama-server`` with one slot, likewise right after the conversation (its
+  prompt cache holds the history), which shows how much of a warm turn's growth in
+  history is llama.cpp's own: attention over every cached token.
 
 Repetitions alternate between superfluid and its baselines, so a burst of load
 from elsewhere on a shared machine hits both sides alike. The same conversation
@@ -60,26 +63,34 @@ class Measured:
     cold: dict[int, list[StreamResult]] = field(default_factory=dict)
     continued: dict[int, list[StreamResult]] = field(default_factory=dict)
     llama_cold: dict[int, list[StreamResult]] = field(default_factory=dict)
+    cpp_continued: dict[int, list[StreamResult]] = field(default_factory=dict)
 
 
 async def _checkpoint(
-    ctx: Context, http: httpx.AsyncClient, server: Server, llama: Server | None, p: Checkpoint
+    ctx: Context,
+    http: httpx.AsyncClient,
+    servers: tuple[Server, Server | None, Server | None],
+    p: Checkpoint,
 ) -> dict[str, list[StreamResult]]:
     """Measure one checkpoint, each superfluid repetition next to its baselines'.
 
     Side by side, so a burst of load from elsewhere hits both sides alike.
     """
+    server, llama, cpp = servers
     out = ctx.cfg.ttft_output_tokens
-    t: dict[str, list[StreamResult]] = {"warm": [], "cold": [], "continued": [], "llama_cold": []}
-    if llama is not None:  # its one sequence now holds this conversation
-        await chat_whole(http, llama, p.conv, "prime", max_tokens=1, seed=0)
+    names = ("warm", "cold", "continued", "llama_cold", "cpp_continued")
+    t: dict[str, list[StreamResult]] = {name: [] for name in names}
+    for resident in (llama, cpp):  # its cache now holds this conversation
+        if resident is not None:
+            await chat_whole(http, resident, p.conv, "prime", max_tokens=1, seed=0)
     for rep, user in enumerate(p.users):
         previous = p.conv.response_id or ""
         t["warm"].append(await sf_continue(http, server, previous, user, max_tokens=out, seed=rep))
-        if llama is not None:
-            t["continued"].append(
-                await chat_whole(http, llama, p.conv, user, max_tokens=out, seed=rep)
-            )
+        for name, other in (("continued", llama), ("cpp_continued", cpp)):
+            if other is not None:
+                t[name].append(
+                    await chat_whole(http, other, p.conv, user, max_tokens=out, seed=rep)
+                )
     for rep, user in enumerate(p.users[: ctx.cfg.cold_reps]):
         t["cold"].append(await cold_turn(ctx, p.conv, user, out, rep))
         if llama is not None:
@@ -97,6 +108,7 @@ async def _measure(ctx: Context) -> tuple[list[Checkpoint], Measured]:
     then holds that much history (plus the earlier checkpoints' short branches).
     """
     llama = await ctx.llama_cpp_server()
+    cpp = await ctx.llama_server(1)
     server = await ctx.superfluid()
     chain, points, measured = Conversation("chain"), [], Measured()
     try:
@@ -112,12 +124,14 @@ async def _measure(ctx: Context) -> tuple[list[Checkpoint], Measured]:
                 ]
                 points.append(Checkpoint(target, snapshot, users))
                 for name, results in (
-                    await _checkpoint(ctx, http, server, llama, points[-1])
+                    await _checkpoint(ctx, http, (server, llama, cpp), points[-1])
                 ).items():
                     getattr(measured, name)[target] = results
                 ctx.log(f"warm: checkpoint at {chain.tokens} tokens measured")
     finally:
         server.stop()
+        if cpp is not None:
+            cpp.stop()
     return points, measured
 
 
@@ -166,6 +180,8 @@ async def run(ctx: Context) -> Section:
             "warm / llama_cpp continued",
             "cached tokens (warm)",
             "warm without parking",
+            "llama-server continued (1 slot)",
+            "warm / llama-server continued",
         ],
     )
     for p in points:
@@ -184,6 +200,8 @@ async def run(ctx: Context) -> Section:
                 times(data["warm_over_llama_cpp_continued"]),
                 str(data["cached_tokens"]),
                 spread(data["warm_no_parking"]),
+                spread(data["llama_server_continued"]),
+                times(data["warm_over_llama_server_continued"]),
             ]
         )
     _judge(section, points)
@@ -195,6 +213,7 @@ def _point(p: Checkpoint, m: Measured) -> dict:
     s_warm, s_cold = ttft_summary(m.warm[p.target]), ttft_summary(m.cold[p.target])
     s_lcold = ttft_summary(m.llama_cold.get(p.target, []))
     s_cont = ttft_summary(m.continued.get(p.target, []))
+    s_cpp = ttft_summary(m.cpp_continued.get(p.target, []))
     return {
         "history_tokens": p.conv.tokens,
         "warm": s_warm,
@@ -204,6 +223,8 @@ def _point(p: Checkpoint, m: Measured) -> dict:
         "warm_over_cold": ratio_of(s_warm, s_cold),
         "warm_over_llama_cpp_cold": ratio_of(s_warm, s_lcold),
         "warm_over_llama_cpp_continued": ratio_of(s_warm, s_cont),
+        "llama_server_continued": s_cpp,
+        "warm_over_llama_server_continued": ratio_of(s_warm, s_cpp),
         "cached_tokens": median_of([r.cached_tokens for r in m.warm[p.target]]),
     }
 
@@ -213,6 +234,14 @@ def _judge(section: Section, points: list[Checkpoint]) -> None:
     first, last = section.data[str(points[0].target)], section.data[str(points[-1].target)]
     flat = section.data["flatness"] = ratio_of(last["warm"], first["warm"])
     section.notes.append(f"Warm TTFT at the longest history / at the shortest: {times(flat)}.")
+    cpp = section.data["llama_server_flatness"] = ratio_of(
+        last["llama_server_continued"], first["llama_server_continued"]
+    )
+    if cpp is not None:
+        section.notes.append(
+            f"llama-server's own continued turn, longest / shortest: {times(cpp)} (the growth"
+            " llama.cpp itself has: each new token attends over every cached one)."
+        )
     top = last["warm_over_cold"]
     section.target(
         f"warm TTFT <= 0.1 x cold at {points[-1].conv.tokens} tokens",
