@@ -12,32 +12,36 @@ the event loop only ever enqueues work and reads finished events.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import logging
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import llama_cpp.llama_cpp as L
 
 from jupyter_superfluid.engine.base import (
     EngineError,
-    EngineEvent,
     FinishReason,
     GenerationFinished,
     PromptEvaluated,
     TokenGenerated,
 )
 from jupyter_superfluid.engine.local.kv.disk_tier import DiskTier
-from jupyter_superfluid.engine.local.kv.prefix_cache import PrefixCache, Slot
+from jupyter_superfluid.engine.local.kv.prefix_cache import PrefixCache
 from jupyter_superfluid.engine.local.kv.prefix_index import block_hashes
 from jupyter_superfluid.engine.local.kv.state import LlamaMemory, Staged
 from jupyter_superfluid.engine.local.native import Vocab
-from jupyter_superfluid.engine.local.sampling import Sampler, TextDecoder
+from jupyter_superfluid.engine.local.sequence import (
+    Fed,
+    Sequence,
+    fill_media_batch,
+    fill_token_batch,
+)
+
+__all__ = ["Sequence", "Worker"]
 
 log = logging.getLogger(__name__)
 
@@ -48,44 +52,6 @@ _TIMED_BATCH = 64
 CLOSE_FLUSH_S = 5.0
 # A due write the disk writer refused (it is behind) is tried again this much later.
 FLUSH_RETRY_S = 0.25
-
-
-@dataclass(eq=False)
-class Sequence:
-    """One generation as the worker runs it."""
-
-    prompt: tuple[int, ...]
-    max_tokens: int | None
-    sampler: Sampler
-    decoder: TextDecoder
-    emit: Callable[[EngineEvent], bool]  # False once nobody can receive events
-    cancelled: bool = False
-    slot: Slot | None = None
-    cached: int = 0
-    pending: list[int] = field(default_factory=list)  # tokens to feed next
-    completion: int = 0
-    announced: bool = False  # PromptEvaluated sent
-    finished: bool = False  # GenerationFinished sent
-    suffix: tuple[int, ...] = ()  # fed into the cache after an end-of-generation token
-    closing: bool = False  # finished, still feeding its last token and suffix
-    media: tuple[tuple[int, Any], ...] = ()  # (prompt position, media.MediaPiece)
-    retain: bool = False  # keep its state when moved out: a stored response points at it
-    hashes: list[int] | None = None  # the prompt's block hashes (prefix_index)
-    staging: bool = False  # its cached prefix is being read from disk
-    staged: Staged | None = None  # what that read brought back
-
-    def cancel(self) -> None:
-        """Stop before the next token (called from any thread)."""
-        self.cancelled = True
-
-
-@dataclass
-class _Fed:
-    """The tokens one sequence put into the current batch."""
-
-    seq: Sequence
-    count: int
-    logits_index: int | None
 
 
 class Worker:
@@ -287,27 +253,14 @@ class Worker:
 
     def _feed_media(self, seq: Sequence) -> None:
         """Decode the media run at the head of ``seq``'s pending tokens, then sample if done."""
-        assert seq.slot is not None and self._embd_batch is not None
-        pos0 = len(seq.slot.tokens)
-        start, piece = next((p, m) for p, m in seq.media if p <= pos0 < p + m.n_pos)
-        run = min(start + piece.n_pos - pos0, self._n_batch)
-        rows = piece.embeddings[pos0 - start : pos0 - start + run]
-        batch = self._embd_batch
-        ctypes.memmove(batch.embd, rows.ctypes.data, rows.nbytes)
-        done = run == len(seq.pending)
-        for j in range(run):
-            batch.pos[j] = pos0 + j
-            batch.n_seq_id[j] = 1
-            batch.seq_id[j][0] = seq.slot.seq_id
-            batch.logits[j] = done and j == run - 1
-        batch.n_tokens = run
-        fed = [_Fed(seq, run, run - 1 if done else None)]
+        assert self._embd_batch is not None
+        fed, whole = fill_media_batch(self._embd_batch, seq, self._n_batch)
         # Some projectors (e.g. Gemma 3) want a medium's positions to see each other.
-        non_causal = self._media_non_causal and pos0 == start and run == piece.n_pos
+        non_causal = self._media_non_causal and whole
         if non_causal:
             L.llama_set_causal_attn(self._ctx, False)
         try:
-            decoded = self._decode(fed, batch)
+            decoded = self._decode(fed, self._embd_batch)
         finally:
             if non_causal:
                 L.llama_set_causal_attn(self._ctx, True)
@@ -342,34 +295,11 @@ class Worker:
             if reusable
         )
 
-    def _fill_batch(self) -> list[_Fed]:
+    def _fill_batch(self) -> list[Fed]:
         """Put every generating sequence's next token, then prompt chunks, into the batch."""
-        batch, n, fed = self._batch, 0, []
-        # Generating sequences first (one token each), so streams keep flowing
-        # while long prompts are evaluated in n_batch-sized chunks.
-        for seq in sorted(self._active, key=lambda s: len(s.pending) > 1):
-            take = seq.pending[: self._n_batch - n]
-            if not take:
-                break
-            if take[0] < 0:
-                continue  # a medium comes next: fed by _feed_media
-            take = _until_media(take)
-            assert seq.slot is not None
-            pos0 = len(seq.slot.tokens)
-            done = len(take) == len(seq.pending)
-            for j, token in enumerate(take):
-                i = n + j
-                batch.token[i] = token
-                batch.pos[i] = pos0 + j
-                batch.n_seq_id[i] = 1
-                batch.seq_id[i][0] = seq.slot.seq_id
-                batch.logits[i] = done and j == len(take) - 1 and not seq.closing
-            n += len(take)
-            fed.append(_Fed(seq, len(take), n - 1 if done and not seq.closing else None))
-        batch.n_tokens = n
-        return fed
+        return fill_token_batch(self._batch, self._active, self._n_batch)
 
-    def _decode(self, fed: list[_Fed], batch: Any) -> bool:
+    def _decode(self, fed: list[Fed], batch: Any) -> bool:
         """Run the batch; on a full KV cache evict idle slots (LRU) and retry."""
         while True:
             started = time.perf_counter()
@@ -392,7 +322,7 @@ class Worker:
                 self._finish(item.seq, "error", error=f"llama_decode returned {rc}", clear=True)
             return False
 
-    def _sample(self, fed: list[_Fed]) -> None:
+    def _sample(self, fed: list[Fed]) -> None:
         """Record what the KV now holds, then sample every sequence that got logits."""
         for item in fed:
             seq = item.seq
@@ -471,11 +401,3 @@ class Worker:
             seq.finished = True
             self._announce(seq)
             seq.emit(GenerationFinished(reason, seq.completion, error))
-
-
-def _until_media(tokens: list[int]) -> list[int]:
-    """``tokens`` up to the first media placeholder (negative id)."""
-    for i, token in enumerate(tokens):
-        if token < 0:
-            return tokens[:i]
-    return tokens

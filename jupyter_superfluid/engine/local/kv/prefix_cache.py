@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import itertools
 import time
-from dataclasses import dataclass, field
 
 from jupyter_superfluid.engine.local.kv.memory_tier import KVCosts, ParkedStates
 from jupyter_superfluid.engine.local.kv.prefix_index import (
@@ -42,38 +41,18 @@ from jupyter_superfluid.engine.local.kv.prefix_index import (
     block_hashes,
     common_prefix,
 )
+from jupyter_superfluid.engine.local.kv.slots import Placement, Slot
 from jupyter_superfluid.engine.local.kv.state import KVMemory, KVState, Staged, StateStore
+from jupyter_superfluid.engine.local.kv.write_behind import WriteBehind
+
+__all__ = ["PARK_MIN_OWN_TOKENS", "Placement", "PrefixCache", "Slot"]
 
 # Idle slots holding at most this many cells of their own stay resident: their
 # attention cost is small, and parking them would copy their whole history.
 PARK_MIN_OWN_TOKENS = 256
 
 
-@dataclass(eq=False)
-class Slot:
-    """One KV sequence and the token ids it holds."""
-
-    seq_id: int
-    tokens: list[int] = field(default_factory=list)
-    busy: bool = False
-    last_used: int = 0
-    keep: int = 0  # leading tokens worth keeping when the slot is moved out
-    retaining: bool = False  # the turn running in it asked to be kept
-    persisted: int = 0  # leading tokens a stored (disk) state covers
-    idle_since: float = 0.0  # time.monotonic() of its last release (write-behind waits on it)
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Where a prompt goes: its slot and how many prompt tokens are already there."""
-
-    slot: Slot
-    reused: int
-    source: Slot | None  # the slot the prefix was copied from; None when in place
-    restored: str = ""  # "ram" or "disk" when the prefix was copied back from that tier
-
-
-class PrefixCache:
+class PrefixCache(WriteBehind):
     """Slot bookkeeping and the reuse policy (LCP, in place or copy, LRU, tiers)."""
 
     def __init__(
@@ -379,62 +358,6 @@ class PrefixCache:
                 continue  # nowhere to park it: it stays until the KV cache is full
             count += 1
         return count
-
-    def _unsaved_slots(self) -> list[Slot]:
-        """Idle slots holding a retained turn the disk does not hold, most recent first."""
-        return [
-            s
-            for s in sorted(self.slots, key=lambda s: -s.last_used)
-            if not s.busy and len(s.tokens) >= BLOCK and s.keep >= len(s.tokens) > s.persisted
-        ]
-
-    def next_flush(self, idle_for: float) -> float | None:
-        """When (time.monotonic()) the next kept state will have been idle ``idle_for`` s."""
-        if self.store is None:
-            return None
-        since = [s.idle_since for s in self._unsaved_slots()] + self.parked.unstored_since()
-        return min(since) + idle_for if since else None
-
-    def flush_one(self, *, wait: float = 0.0, idle_for: float = 0.0) -> bool:
-        """Hand the disk one kept state it does not hold yet; False if none (or refused).
-
-        Idle slots holding a retained turn come first (saved now), then states
-        parked in host memory; only those idle for ``idle_for`` seconds
-        (write-behind: a conversation going on is written once it pauses).
-        ``wait``: seconds to wait for room in the writer's queue (at close)
-        rather than give up at once.
-        """
-        if self.store is None:
-            return False
-        cutoff = time.monotonic() - idle_for
-        for slot in self._unsaved_slots():
-            n = len(slot.tokens)
-            if slot.idle_since > cutoff:
-                continue
-            if min(slot.tokens) < 0:  # media placeholders: kept in memory only
-                slot.persisted = n
-                continue
-            tokens = tuple(slot.tokens)
-            if self.store.holds(tokens) or self._offer(tokens, self._save(slot), wait=wait):
-                slot.persisted = n
-                return True
-            return False  # the writer is behind: try again when next idle
-        parked = self.parked.newest_unstored(before=cutoff)
-        if parked is not None and self._offer(*parked, wait=wait):
-            self.parked.mark_stored(parked[0])
-            return True
-        return False
-
-    def unsaved(self) -> int:
-        """Kept states the disk does not hold yet (what a crash now would lose)."""
-        slots = sum(
-            1
-            for s in self.slots
-            if len(s.tokens) >= BLOCK
-            and s.keep >= len(s.tokens) > s.persisted
-            and min(s.tokens) >= 0
-        )
-        return slots + self.parked.unstored
 
     def release(self, slot: Slot) -> None:
         """The slot's sequence finished; its KV stays as cache."""
