@@ -46,17 +46,15 @@ from jupyter_superfluid.engine.base import (
     MediaError,
     MediaTokens,
     ModelInfo,
-    ModelLoadError,
 )
 from jupyter_superfluid.engine.local.kv.disk_tier import DiskTier
+from jupyter_superfluid.engine.local.loading import disk_tier, load_projector, model_info
 from jupyter_superfluid.engine.local.media import MediaPiece, MediaProjector, MediaStore
 from jupyter_superfluid.engine.local.native import (
     Vocab,
     create_context,
     default_threads,
     load_model,
-    meta_string,
-    metadata_digest,
 )
 from jupyter_superfluid.engine.local.sampling import TextDecoder, build_sampler
 from jupyter_superfluid.engine.local.worker import Sequence, Worker
@@ -151,12 +149,12 @@ class LlamaEngine:
                 threads=threads or default_threads(),
                 flash_attention=flash_attention,
             )
-            projector = _load_projector(mmproj, model, threads) if mmproj else None
-            info = _model_info(model_id, path, model, vocab, context_size, projector)
+            projector = load_projector(mmproj, model, threads) if mmproj else None
+            info = model_info(model_id, path, model, vocab, context_size, projector)
             # llama.cpp clamps n_batch to n_ctx (and aborts on a larger batch).
             n_batch = L.llama_n_batch(ctx)
             if kv_dir is not None and disk_mib > 0:
-                store = _disk_tier(
+                store = disk_tier(
                     Path(kv_dir), model_id, path, model, flash_attention, mmproj, disk_mib << 20
                 )
             worker = Worker(
@@ -337,24 +335,6 @@ class LlamaEngine:
         log.info("closed %s", self._info.id)
 
 
-def _disk_tier(
-    kv_dir: Path,
-    model_id: str,
-    path: Path,
-    model: Any,
-    flash_attention: bool | None,
-    mmproj: str | Path | None,
-    max_bytes: int,
-) -> DiskTier | None:
-    """The model's disk tier; None (and a warning) when its directory cannot be used."""
-    identity = _identity(path, model, flash_attention, mmproj)
-    try:
-        return DiskTier(kv_dir, model_id, identity, max_bytes)
-    except OSError as err:  # a read-only or full disk costs warmth, never the model
-        log.warning("no KV disk tier for %s under %s: %s", model_id, kv_dir, err)
-        return None
-
-
 def _counters_moved(worker: Worker, then: Callable[[], None] | None) -> Callable[[], None]:
     """What to call when the counters change off the token loop: ``then``, and wake the loop.
 
@@ -367,31 +347,6 @@ def _counters_moved(worker: Worker, then: Callable[[], None] | None) -> Callable
         worker.poke()
 
     return moved
-
-
-def _identity(
-    path: Path, model: Any, flash_attention: bool | None, mmproj: str | Path | None
-) -> dict[str, Any]:
-    """What a saved KV state is only valid for: this file, this llama.cpp, this KV layout.
-
-    The file's mtime is part of it, so a model file replaced in place (same
-    path, size and metadata, other weights) never gets another's states.
-    """
-    import llama_cpp
-
-    stat = path.stat()
-    projector = Path(mmproj).stat() if mmproj is not None else None
-    return {
-        "format": 1,
-        "llama_cpp": llama_cpp.__version__,
-        "model": str(path.resolve()),
-        "model_bytes": stat.st_size,
-        "model_mtime_ns": stat.st_mtime_ns,
-        "metadata": metadata_digest(model),
-        "flash_attention": flash_attention,
-        "kv_type": "f16",  # the context's default type_k / type_v
-        "projector": None if mmproj is None else [str(Path(mmproj).resolve()), projector.st_size],  # type: ignore[union-attr]
-    }
 
 
 class _Relay:
@@ -411,17 +366,6 @@ class _Relay:
         return True
 
 
-def _load_projector(path: str | Path, model: Any, threads: int | None) -> MediaProjector:
-    """The model's media projector; ModelLoadError for one this engine cannot drive."""
-    projector = MediaProjector.load(path, model, threads=threads)
-    if projector.uses_mrope:
-        projector.close()
-        # M-RoPE gives each medium position 2-D coordinates; the worker's
-        # batches carry one position per token.
-        raise ModelLoadError(f"{path}: projectors that need M-RoPE positions are not supported")
-    return projector
-
-
 def _media_spans(
     prompt: tuple[int, ...], media: tuple[MediaPiece, ...]
 ) -> tuple[tuple[int, MediaPiece], ...]:
@@ -439,32 +383,3 @@ def _media_spans(
     if any(t < 0 for t in prompt[i:]):
         raise EngineError("the prompt has media placeholders without media")
     return tuple(spans)
-
-
-def _model_info(
-    model_id: str,
-    path: Path,
-    model: Any,
-    vocab: Vocab,
-    context_size: int,
-    projector: MediaProjector | None,
-) -> ModelInfo:
-    """ModelInfo from the GGUF metadata and the vocabulary."""
-
-    def text(token: int) -> str:
-        """A special token's text; empty when the model has none."""
-        return vocab.piece(token).decode("utf-8", errors="replace") if token >= 0 else ""
-
-    return ModelInfo(
-        id=model_id,
-        path=str(path),
-        context_size=context_size,
-        chat_template=meta_string(model, "tokenizer.chat_template"),
-        bos_token=text(vocab.bos),
-        eos_token=text(vocab.eos),
-        eog_token_ids=vocab.eog_ids,
-        n_vocab=vocab.n_tokens,
-        fim_tokens=vocab.fim,
-        accepts_images=bool(projector and projector.supports_images),
-        accepts_audio=bool(projector and projector.supports_audio),
-    )
