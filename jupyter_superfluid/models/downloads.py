@@ -21,14 +21,18 @@ import logging
 import os
 import socket
 import threading
-import time
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from jupyter_superfluid.engine.base import EngineError
+from jupyter_superfluid.models.download_progress import (
+    DownloadProgress,
+    ProgressMeter,
+    ProgressSink,
+    size_text,
+)
 from jupyter_superfluid.models.hub_cache import (
     HubFile,
     cached_file,
@@ -42,10 +46,17 @@ from jupyter_superfluid.models.hub_cache import (
 
 log = logging.getLogger(__name__)
 
+__all__ = [
+    "DownloadCancelled",
+    "DownloadError",
+    "DownloadProgress",
+    "HubDownload",
+    "ProgressSink",
+    "size_text",
+]
+
 HUB_ETAG_TIMEOUT_S = 5.0
 GGUF_MAGIC = b"GGUF"
-RATE_WINDOW_S = 3.0
-HEARTBEAT_S = 2.0  # a stalled download still reports (its rate falls) this often
 TRANSIENT_STATUS = (408, 429, 500, 502, 503, 504)
 
 
@@ -55,19 +66,6 @@ class DownloadError(EngineError):
 
 class DownloadCancelled(EngineError):
     """The download was cancelled; its partial file is kept for a later resume."""
-
-
-@dataclass(frozen=True)
-class DownloadProgress:
-    """Bytes fetched so far of all a model's missing files, and the recent rate."""
-
-    done: int
-    total: int | None  # None while some file's size is unknown
-    rate: float | None  # bytes per second over the last few seconds; None at first
-    file: str  # the file being fetched now
-
-
-ProgressSink = Callable[[DownloadProgress], None]
 
 
 @dataclass
@@ -93,19 +91,11 @@ class HubDownload:
         interval_s: float = 0.25,
     ) -> None:
         self.files = list(files)
-        self.on_progress = on_progress
         self.retries = retries  # attempts in a row that fetch nothing, before giving up
         self.backoff_s = backoff_s
-        self.interval_s = interval_s  # the most often progress is reported
+        self._meter = ProgressMeter(on_progress, interval_s)
         self._cancel = threading.Event()
         self._response: Any = None  # the body being read, closed by cancel()
-        self._done = 0
-        self._total: int | None = None
-        self._file = ""
-        self._samples: deque[tuple[float, int]] = deque()
-        self._last_report = 0.0
-        self._pending = False
-        self._lock = threading.Lock()
 
     def cancel(self) -> None:
         """Stop the download from any thread; ``run`` raises DownloadCancelled."""
@@ -138,9 +128,9 @@ class HubDownload:
                 raise DownloadError(reason)
             remotes = [self._metadata(f) for f in missing]
             sizes = [r.size for r in remotes]
-            self._total = None if None in sizes else sum(s or 0 for s in sizes)
+            self._meter.total = None if None in sizes else sum(s or 0 for s in sizes)
             stop = threading.Event()
-            ticker = threading.Thread(target=self._tick, args=(stop,), daemon=True)
+            ticker = threading.Thread(target=self._meter.tick, args=(stop,), daemon=True)
             ticker.start()
             try:
                 for remote in remotes:
@@ -195,7 +185,7 @@ class HubDownload:
         blobs.mkdir(parents=True, exist_ok=True)
         blob = blobs / remote.etag
         partial = blobs / f"{remote.etag}.incomplete"
-        self._file = remote.file.filename
+        self._meter.file = remote.file.filename
         if not blob.exists():
             partial_marker(remote.file).write_text(remote.etag)
             have = partial.stat().st_size if partial.exists() else 0
@@ -204,8 +194,8 @@ class HubDownload:
                 have = 0
             if have:
                 log.info("resuming %s at %d bytes", remote.file.spec, have)
-            self._done += have
-            self._report(force=True)
+            self._meter.done += have
+            self._meter.report(force=True)
             self._fetch_into(remote, partial, have)
             _check_gguf(partial, remote.file)
             os.replace(partial, blob)
@@ -276,7 +266,7 @@ class HubDownload:
                         f"{remote.file.spec}"
                     )
                 if have and response.status_code != 206:  # the Range was ignored: start over
-                    self._done -= have
+                    self._meter.done -= have
                     have = 0
                     partial.unlink(missing_ok=True)
                 have = self._copy(response, remote, partial, have)
@@ -304,8 +294,8 @@ class HubDownload:
                     )
                 _write_all(out, chunk)
                 have += len(chunk)
-                self._done += len(chunk)
-                self._report(force=remote.size is not None and have == remote.size)
+                self._meter.done += len(chunk)
+                self._meter.report(force=remote.size is not None and have == remote.size)
         if remote.size is not None and have < remote.size:
             # The body ended before the file did: a connection closed early.
             raise _Interrupted("the connection closed early")
@@ -330,48 +320,9 @@ class HubDownload:
             ) from exc
         return Path(path)
 
-    # -- progress ------------------------------------------------------------------
-
     def _check_cancelled(self) -> None:
         if self._cancel.is_set():
             raise DownloadCancelled("the download was cancelled; its partial file is kept")
-
-    def _report(self, *, force: bool = False) -> None:
-        """Note new bytes; tell ``on_progress`` now if ``force`` or ``interval_s`` has passed.
-
-        Bytes that arrive within ``interval_s`` of a report are told by the ticker
-        thread a little later, so a download that stalls still shows where it stopped.
-        """
-        with self._lock:
-            self._pending = True
-            due = time.monotonic() - self._last_report >= self.interval_s
-        if force or due:
-            self._emit()
-
-    def _tick(self, stop: threading.Event) -> None:
-        """Tell pending progress once ``interval_s`` has passed, and the rate every few seconds."""
-        while not stop.wait(max(self.interval_s / 2, 0.02)):
-            with self._lock:
-                since = time.monotonic() - self._last_report
-                pending = self._pending
-            if (pending and since >= self.interval_s) or since >= HEARTBEAT_S:
-                self._emit()
-
-    def _emit(self) -> None:
-        """Tell ``on_progress`` the bytes so far and the rate over the last few seconds."""
-        if self.on_progress is None:
-            return
-        with self._lock:
-            now = time.monotonic()
-            self._samples.append((now, self._done))
-            while now - self._samples[0][0] > RATE_WINDOW_S:
-                self._samples.popleft()
-            first_t, first_done = self._samples[0]
-            rate = (self._done - first_done) / (now - first_t) if now - first_t > 0.05 else None
-            progress = DownloadProgress(self._done, self._total, rate, self._file)
-            self._pending = False
-            self._last_report = now
-            self.on_progress(progress)  # under the lock: reports stay in order
 
 
 def _write_all(out: Any, data: bytes) -> None:
@@ -388,18 +339,6 @@ class _Interrupted(Exception):
 def _status(exc: Any) -> object:
     response = getattr(exc, "response", None)
     return getattr(response, "status_code", "?")
-
-
-def size_text(n: float | None) -> str:
-    """Bytes for people (decimal units, as the hub shows sizes)."""
-    if n is None:
-        return "an unknown size"
-    value = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if value < 1000 or unit == "GB":
-            return f"{int(n)} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{int(n)} B"
 
 
 def _not_gguf(file: HubFile, head: bytes) -> str:
