@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import report
+from bench import memory, report
 from bench.config import CACHE_DIR, RESULTS_DIR, BenchConfig
 from bench.context import Context
 from bench.conversation import Tokenizer
@@ -44,7 +44,11 @@ async def _scenarios(ctx: Context, names: tuple[str, ...]) -> list[dict[str, Any
             ctx.log(f"scenario {name}")
             module = importlib.import_module(f"bench.scenarios.{name}")
             started, load = time.monotonic(), os.getloadavg()[0]
-            section = await module.run(ctx)
+            with memory.Sampler() as sampler:
+                section = await module.run(ctx)
+            section.data["peak_rss_mib"] = sampler.peaks.to_json()
+            if sampler.peaks.bytes:
+                section.notes.append(sampler.peaks.line())
             section.data["_run"] = {
                 "seconds": round(time.monotonic() - started, 1),
                 "load1_at_start": round(load, 2),

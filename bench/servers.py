@@ -22,7 +22,9 @@ from pathlib import Path
 
 import httpx
 
+from bench import memory
 from bench.config import BenchConfig
+from bench.memory import process_tree, rss_bytes
 from bench.model import MODEL_ID
 
 JUPYTER_TOKEN = "bench-token"
@@ -35,21 +37,6 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and its descendants (the engine runs in a child of the server)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            ppid = int(stat.read_text().rpartition(")")[2].split()[1])
-            children.setdefault(ppid, []).append(int(stat.parent.name))
-    out, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        out.append(current)
-        todo.extend(children.get(current, ()))
-    return out
-
-
 def _tree_sum(pid: int, measure: Callable[[int], float]) -> float:
     """``measure`` summed over ``pid`` and its descendants (ones that just ended count 0)."""
     total = 0.0
@@ -57,14 +44,6 @@ def _tree_sum(pid: int, measure: Callable[[int], float]) -> float:
         with contextlib.suppress(OSError, RuntimeError):
             total += measure(p)
     return total
-
-
-def rss_bytes(pid: int) -> int:
-    """Resident memory of process ``pid`` (VmRSS from /proc), in bytes."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -125,6 +104,7 @@ def _launch(
             cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
         )
     server = Server(name, f"http://127.0.0.1:{port}", proc, log_path, headers or {})
+    memory.watch(name, proc)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:

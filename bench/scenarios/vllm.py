@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from bench import servers
+from bench import memory, servers
 from bench.client import StreamResult, stream_chat, stream_response
 from bench.context import Context
 from bench.model import MODEL_ID
@@ -102,6 +102,8 @@ async def _measure(ctx: Context, count: int, words: int) -> dict[str, list[Strea
     python = vllm_python()
     log = ctx.workdir / "vllm.log"
     vllm = VllmServer(python, ensure_vllm_model(python), servers.free_port(), log).start()
+    assert vllm.process is not None
+    memory.watch("vllm", vllm.process)
     spec = f"vllm:{vllm.url}#tokenizer={vllm.model}"
     sf = servers.start_superfluid_remote(spec, ctx.workdir, name="vllm")
     out: dict[str, list[StreamResult]] = {"superfluid": [], "alone": []}

@@ -64,3 +64,46 @@ def test_tiny_run_writes_json_and_markdown(tmp_path: Path) -> None:
         remote = next(s for s in results["sections"] if s["id"] == "remote")
         warm = [t for t in remote["targets"] if t["target"].startswith("continuations")]
         assert warm and all(t["met"] for t in warm), warm
+    for section in results["sections"]:  # every scenario started a superfluid
+        peaks = section["data"]["peak_rss_mib"]
+        assert any(kind.startswith(("superfluid", "jupyter")) for kind in peaks), section["id"]
+        assert any(note.startswith("Peak RSS: ") for note in section["notes"]), section["id"]
+
+
+# A parent holding 40 MiB that starts a child holding 24 MiB, both alive until stdin closes.
+PARENT = """
+import subprocess, sys
+held = bytearray(40 << 20)
+child = subprocess.Popen([sys.executable, "-c",
+    "import sys; held = bytearray(24 << 20); print('up', flush=True); sys.stdin.read()"],
+    stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+child.stdout.readline()
+print("up", flush=True)
+sys.stdin.read()
+child.stdin.close(); child.wait()
+"""
+
+
+def test_peak_rss_is_told_per_server_and_its_children() -> None:
+    import subprocess
+
+    from bench import memory
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PARENT], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"up\n"
+        memory.watch("superfluid-3", proc)
+        sampler = memory.Sampler()
+        sampler.sample()
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait()
+    peaks = sampler.peaks.to_json()
+    assert peaks["superfluid"]["server"] >= 40 and peaks["superfluid"]["children"] >= 24
+    assert sampler.peaks.line().startswith("Peak RSS: superfluid ")
+    assert "MiB in its engine process)" in sampler.peaks.line()
+    sampler.sample()  # the process has exited: it is no longer watched
+    assert sampler.peaks.to_json() == peaks
