@@ -253,3 +253,9 @@ def _judge(section: Section, points: list[Checkpoint]) -> None:
         times(flat),
         None if flat is None else flat <= 1.5,
     )
+    lone = section.data["parking_cost"] = ratio_of(last["warm"], last["warm_no_parking"])
+    section.target(
+        f"lone warm turn with parking <= 1.05 x without, at {points[-1].conv.tokens} tokens",
+        times(lone),
+        None if lone is None else lone <= 1.05,
+    )
