@@ -28,7 +28,10 @@ _JSON_ESCAPED = {'"': '\\\\\\"', "\\": "\\\\\\\\"}
 _GBNF_ESCAPES = frozenset('xuUtrn\\"[]')
 # Escapes the converter turns into the plain character outside a class.
 _CONVERTER_UNESCAPES = frozenset("()|{}*+?")
-_CONTROL = {"f": "\\x0C", "v": "\\x0B", "0": "\\x00"}
+# A control character the pattern asks for, as its JSON escape in a converter literal
+# (written raw it would not be JSON); in a class it has no such form and is refused.
+_CONTROL = {c: "\\\\" + e for c, e in {"t": "t", "n": "n", "r": "r", "f": "f"}.items()}
+_CONTROL |= {"v": "\\\\u000B", "0": "\\\\u0000"}
 
 
 def pattern_for_grammar(pattern: str) -> str:
@@ -79,10 +82,10 @@ def _escape(char: str, in_class: bool) -> str:
         return "\\" + char if in_class else f"[^{chars}{_NOT_IN_JSON}]"  # in a class: refused
     if not in_class and char in _JSON_ESCAPED:
         return _JSON_ESCAPED[char]
+    if not in_class and char in _CONTROL:
+        return _CONTROL[char]
     if char in _GBNF_ESCAPES or (not in_class and char in _CONVERTER_UNESCAPES):
         return "\\" + char
-    if char in _CONTROL:
-        return _CONTROL[char]
     if char.isalnum():
         return "\\" + char  # \b, \B, \1…: no grammar equivalent; the compiler refuses it
     code = ord(char)

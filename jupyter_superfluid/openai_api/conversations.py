@@ -214,7 +214,7 @@ class Conversations:
             rec, items = await asyncio.to_thread(state, conv_id, principal.owner, pending_only=True)
             head = await self._head(rec)
             if head is not None and rec.head_valid:
-                pending = [i.item for i in items if i.response_id is None]
+                pending = [i.item for i in items]  # read pending only: the head is valid
                 return ConversationTurn(rec.id, head.id, pending, head.model)
             if rec.head_valid:  # its head is gone: the next turn sends every item
                 rec, items = await asyncio.to_thread(state, conv_id, principal.owner)

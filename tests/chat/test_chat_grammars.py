@@ -192,6 +192,7 @@ PATTERNS = [
     (r"yz$", ["xyz"], ["yzx"]),
     ("", ["", "anything"], []),
     (r"^(a|b|)c$", ["c", "ac"], ["abc"]),  # an empty alternative (vLLM's xgrammar refuses)
+    (r"^a\tb\nc$", ["a\tb\nc"], ["a b c"]),  # as JSON escapes: raw, they are not JSON
 ]
 
 
