@@ -66,8 +66,9 @@ class BenchConfig:
     name: str = "full"
     shape: Shape = field(default_factory=Shape)
     ctx_size: int = 8192  # per conversation, on every server compared
-    kv_tokens: int = 0  # superfluid's shared KV budget; 0: the server's default
-    interleaved_kv_tokens: int = 32768  # scenario 2 holds 8 conversations of ~2k at once
+    # superfluid's KV: 0, its default, a stream of one window per slot (llama-server -np's
+    # layout); a number, one unified cache of that many cells all slots share
+    kv_tokens: int = 0
     cache_slots: int = 8
     threads: int = field(default_factory=_threads)
     n_batch: int = 512
@@ -111,7 +112,6 @@ def tiny() -> BenchConfig:
         name="tiny",
         shape=Shape(n_layer=2, n_embd=64, n_head=4, context_length=4096, f16=False, seed=1),
         ctx_size=2048,
-        interleaved_kv_tokens=8192,
         cache_slots=4,
         reps=1,
         cold_reps=1,

@@ -86,9 +86,15 @@ def _targets(sections: list[dict[str, Any]]) -> list[str]:
 
 
 def _kv(results: dict[str, Any]) -> str:
-    """The KV cells superfluid servers had (as their logs said), or the setting."""
-    cells = results.get("facts", {}).get("superfluid_kv_cells_default")
-    return str(cells or results["config"]["kv_tokens"] or "the default")
+    """How superfluid's KV cells were laid out (cells as its logs said, or the setting)."""
+    cfg = results["config"]
+    cells = results.get("facts", {}).get("superfluid_kv_cells_default") or cfg["kv_tokens"]
+    if cfg["kv_tokens"]:
+        return f"{cfg['cache_slots']} cache slots sharing {cells} KV cells (one unified cache)"
+    return (
+        f"{cfg['cache_slots']} cache slots, each a KV stream of one window "
+        f"({cells or 'slots x window'} cells in all, as llama-server -np)"
+    )
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -107,9 +113,8 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         f"Model: {results['model']['shape']} ({results['model']['mib']} MiB). Every server: "
         f"context {cfg['ctx_size']} per conversation, {cfg['threads']} threads, batch "
-        f"{cfg['n_batch']}; superfluid: {cfg['cache_slots']} cache slots sharing "
-        f"{_kv(results)} KV cells ({cfg['interleaved_kv_tokens']} in scenario 2, to hold every "
-        "conversation). Spread: min-max under 10 samples, else p10-p90.",
+        f"{cfg['n_batch']}; superfluid: {_kv(results)}. "
+        "Spread: min-max under 10 samples, else p10-p90.",
         "",
         *_targets(results["sections"]),
     ]

@@ -86,8 +86,10 @@ class Superfluid(LoggingConfigurable):
 
     kv_tokens = Int(
         0,
-        help="KV cache budget in tokens, shared by all warm conversations; "
-        "0 means 2 x context_size.",
+        help="KV cache budget in tokens. 0: each of the cache_slots conversations has a KV "
+        "stream of one context_size window (cache_slots x context_size cells), and an idle "
+        "one costs the running ones nothing; a number: one unified cache of that many cells "
+        "all conversations share (less memory; idle ones are moved out of the running ones' way).",
     ).tag(config=True)
 
     cache_ram = Int(

@@ -67,7 +67,7 @@ async def _measure(ctx: Context) -> tuple[list[Conversation], dict[int, dict[str
     """
     cfg = ctx.cfg
     llama = await ctx.llama_cpp_server()
-    server = await ctx.superfluid(cfg.interleaved_kv_tokens)
+    server = await ctx.superfluid()
     convs: list[Conversation] = []  # superfluid's
     base: list[Conversation] = []  # each as built (for llama-server)
     theirs: list[Conversation] = []  # llama_cpp.server's copies, continued with its own replies
@@ -100,7 +100,7 @@ async def _measure(ctx: Context) -> tuple[list[Conversation], dict[int, dict[str
 async def _no_parking(ctx: Context) -> dict[int, list[StreamResult]]:
     """The same superfluid rounds on a server that parks nothing (``--cache-ram 0``, no disk)."""
     cfg = ctx.cfg
-    server = await ctx.superfluid(cfg.interleaved_kv_tokens, extra=NO_PARKING)
+    server = await ctx.superfluid(extra=NO_PARKING)
     convs: list[Conversation] = []
     out: dict[int, list[StreamResult]] = {}
     try:

@@ -15,6 +15,11 @@ from jupyter_superfluid.engine.base import (
     TokenGenerated,
 )
 
+# A KV budget puts every slot in one unified cache (two default windows, as the
+# default was before each slot had a stream of its own): the layout whose idle
+# slots are in the running ones' way, so that tests of moving them out use it.
+UNIFIED = 8192
+
 
 @dataclass
 class Generation:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
-from sf_engine_helpers import Generation, agenerate, chat_prompt, generate
+from sf_engine_helpers import UNIFIED, Generation, agenerate, chat_prompt, generate
 
 from jupyter_superfluid.engine.base import GenerateRequest, SamplingParams
 from jupyter_superfluid.engine.local.llama import LlamaEngine
@@ -121,7 +121,7 @@ def test_full_kv_cache_evicts_idle_slots(sf_make_engine: MakeEngine, park_mib: i
 
 
 def test_idle_conversations_are_parked_and_restored_exactly(sf_make_engine: MakeEngine) -> None:
-    engine = sf_make_engine(cache_slots=4)
+    engine = sf_make_engine(cache_slots=4, kv_tokens=UNIFIED)
     long_a = chat_prompt(engine, "alpha " * 80)  # more own cells than stay resident
     first, _ = _run(engine, long_a, seed=5, max_tokens=8, retain=True)
     assert engine.stats()["parked"] == 0
@@ -131,6 +131,38 @@ def test_idle_conversations_are_parked_and_restored_exactly(sf_make_engine: Make
     assert engine.stats()["restored"] == 1
     assert again.prompt.cached_tokens == len(long_a) - 1 and evaluated == 1
     assert again.tokens == first.tokens  # the restored KV is the evaluated one
+
+
+def test_with_a_stream_per_slot_idle_conversations_stay_resident(
+    sf_make_engine: MakeEngine,
+) -> None:
+    engine = sf_make_engine(cache_slots=4)  # the default layout: a KV stream per slot
+    long_a = chat_prompt(engine, "alpha " * 80)
+    first, _ = _run(engine, long_a, seed=5, max_tokens=8, retain=True)
+    _run(engine, chat_prompt(engine, "beta"), seed=5, max_tokens=2)  # costs a nothing now
+    again, evaluated = _run(engine, long_a, seed=5, max_tokens=8)
+    stats = engine.stats()
+    assert stats["parked"] == stats["restored"] == stats["states_saved"] == 0
+    assert again.prompt.cached_tokens == len(long_a) - 1 and evaluated == 1
+    assert again.tokens == first.tokens
+
+
+def test_a_branch_copied_into_another_stream_is_the_evaluated_one(
+    sf_make_engine: MakeEngine,
+) -> None:
+    engine = sf_make_engine(cache_slots=4)
+    trunk = chat_prompt(engine, "alpha " * 60)
+    run = generate(engine, trunk, seed=5, max_tokens=8, retain=True)
+    held = trunk + run.tokens[:-1]  # what the trunk's slot holds (its last token is not fed)
+    branch = held + engine.tokenize("\n<|im_start|>user\nmore<|im_end|>\n")
+    in_place, evaluated = _run(engine, branch, seed=9, max_tokens=8)
+    assert in_place.prompt.cached_tokens == len(held) and evaluated == len(branch) - len(held)
+    # The same branch again: its slot now holds more than the branch, so the branch is
+    # copied into another slot's stream (whole, then trimmed) and only its last token runs.
+    copied, evaluated = _run(engine, branch, seed=9, max_tokens=8)
+    assert copied.prompt.cached_tokens == len(branch) - 1 and evaluated == 1
+    assert copied.tokens == in_place.tokens  # the copied cells are the evaluated ones
+    assert engine.stats()["parked"] == engine.stats()["restored"] == 0
 
 
 def test_short_idle_conversations_stay_resident(sf_make_engine: MakeEngine) -> None:

@@ -121,18 +121,18 @@ class LlamaEngine:
     ) -> LlamaEngine:
         """Load ``path`` (blocking; run it in a thread). Raises ModelLoadError.
 
-        ``context_size`` is each conversation's window (capped at the model's
-        training context); ``kv_tokens`` the KV cells all slots share (default
-        two windows); ``park_mib`` the host memory for idle conversations'
-        KV state (``kv/prefix_cache.py``; 0: evict instead); ``flash_attention`` trades
-        exactness for memory (see ``native.create_context``); ``mmproj`` a
-        multimodal projector GGUF for image/audio input (``media.py``);
-        ``after_step`` runs on the worker thread after every step (an engine
-        process sends each step's events in one message from there), and
-        ``on_counters`` (any thread) when ``stats()`` changed between steps;
-        ``kv_dir`` the directory of the disk tier (``kv/disk_tier.py``; None: no
-        disk tier), bounded by ``disk_mib``; kept states are written once the
-        engine has been idle ``kv_write_delay`` seconds (and at close).
+        ``context_size`` is each conversation's window (capped at the model's training
+        context); ``kv_tokens`` None gives each slot a KV stream of one window
+        (``cache_slots`` x ``context_size`` cells), a number one unified cache of that many
+        cells all slots share (``native.create_context``); ``park_mib`` the host memory for
+        idle conversations' KV state (``kv/prefix_cache.py``; 0: evict instead);
+        ``flash_attention`` trades exactness for memory (see ``native.create_context``);
+        ``mmproj`` a multimodal projector GGUF for image/audio input (``media.py``);
+        ``after_step`` runs on the worker thread after every step (an engine process sends
+        each step's events in one message from there), and ``on_counters`` (any thread) when
+        ``stats()`` changed between steps; ``kv_dir`` the directory of the disk tier
+        (``kv/disk_tier.py``; None: no disk tier), bounded by ``disk_mib``; kept states are
+        written once the engine has been idle ``kv_write_delay`` seconds (and at close).
         """
         started = time.monotonic()
         path = Path(path)
@@ -141,21 +141,31 @@ class LlamaEngine:
         try:
             vocab = Vocab(model)
             context_size = min(context_size, L.llama_model_n_ctx_train(model))
+            streams = not kv_tokens  # a budget given: one unified cache of that many cells
             ctx = create_context(
                 model,
-                n_ctx=max(kv_tokens or 2 * context_size, context_size),
+                n_ctx=cache_slots * context_size if streams else max(kv_tokens or 0, context_size),
                 n_seq_max=cache_slots,
                 n_batch=batch_size,
                 threads=threads or default_threads(),
                 flash_attention=flash_attention,
+                unified=not streams,
             )
             projector = load_projector(mmproj, model, threads) if mmproj else None
             info = model_info(model_id, path, model, vocab, context_size, projector)
             # llama.cpp clamps n_batch to n_ctx (and aborts on a larger batch).
             n_batch = L.llama_n_batch(ctx)
             if kv_dir is not None and disk_mib > 0:
+                layout = cache_slots if streams else 1  # a saved state lists every stream
                 store = disk_tier(
-                    Path(kv_dir), model_id, path, model, flash_attention, mmproj, disk_mib << 20
+                    Path(kv_dir),
+                    model_id,
+                    path,
+                    model,
+                    flash_attention,
+                    mmproj,
+                    disk_mib << 20,
+                    kv_streams=layout,
                 )
             worker = Worker(
                 ctx,
@@ -170,6 +180,7 @@ class LlamaEngine:
                 media_non_causal=bool(projector and projector.uses_non_causal),
                 after_step=after_step,
                 write_delay=kv_write_delay,
+                streams=streams,
             )
         except BaseException:
             if store is not None:
@@ -182,8 +193,9 @@ class LlamaEngine:
             raise
         elapsed = time.monotonic() - started
         log.info(
-            "loaded %s from %s in %.2fs (window %d, %d slots, %d KV cells)",
+            "loaded %s from %s in %.2fs (window %d, %d slots, %d KV cells, %s)",
             *(model_id, path, elapsed, context_size, cache_slots, L.llama_n_ctx(ctx)),
+            "a stream per slot" if streams else "one unified cache",
         )
         if store is not None:  # what the disk holds shows in stats() at once
             store.on_change = _counters_moved(worker, on_counters)

@@ -26,9 +26,14 @@ def disk_tier(
     flash_attention: bool | None,
     mmproj: str | Path | None,
     max_bytes: int,
+    *,
+    kv_streams: int = 1,
 ) -> DiskTier | None:
-    """The model's disk tier; None (and a warning) when its directory cannot be used."""
-    identity = _identity(path, model, flash_attention, mmproj)
+    """The model's disk tier; None (and a warning) when its directory cannot be used.
+
+    ``kv_streams``: the context's KV streams (1: unified), which a saved state lists.
+    """
+    identity = {**_identity(path, model, flash_attention, mmproj), "kv_streams": kv_streams}
     try:
         return DiskTier(kv_dir, model_id, identity, max_bytes)
     except OSError as err:  # a read-only or full disk costs warmth, never the model

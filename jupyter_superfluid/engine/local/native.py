@@ -129,8 +129,16 @@ def create_context(
     n_batch: int,
     threads: int,
     flash_attention: bool | None = False,
+    unified: bool = False,
 ) -> Any:
-    """A multi-sequence context with one unified KV cache shared by all sequences.
+    """A multi-sequence context: one KV stream per sequence, or one ``unified`` cache.
+
+    With a stream per sequence (llama-server's layout with an explicit ``-np``)
+    each sequence has ``n_ctx / n_seq_max`` cells of its own and attends over
+    only those, so what idle sequences hold costs the running ones nothing; a
+    fork copies the source's stream once. In one unified cache every sequence
+    may use any cell and a fork only tags shared cells, but every token attends
+    over every used cell.
 
     Flash attention is off by default: llama.cpp's CPU flash-attention kernel
     sums a sequence's KV cells in cell order with enough rounding (~1e-3 on
@@ -142,12 +150,12 @@ def create_context(
     params.n_ctx = n_ctx
     params.n_seq_max = n_seq_max
     params.n_batch = n_batch
-    params.n_ubatch = _ubatch_size(n_batch, n_ctx, flash_attention)
+    # A sequence attends over at most its stream's cells (all of them, unified).
+    per_sequence = n_ctx if unified else n_ctx // n_seq_max
+    params.n_ubatch = _ubatch_size(n_batch, per_sequence, flash_attention)
     params.n_threads = threads
     params.n_threads_batch = threads
-    # Unified: every sequence may use any cell, and llama_memory_seq_cp only
-    # tags shared cells (no copy), which is what makes forks cheap.
-    params.kv_unified = True
+    params.kv_unified = unified
     params.no_perf = True
     params.flash_attn_type = {
         None: L.LLAMA_FLASH_ATTN_TYPE_AUTO,

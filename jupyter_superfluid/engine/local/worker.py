@@ -72,6 +72,7 @@ class Worker:
         media_non_causal: bool = False,
         after_step: Callable[[], None] | None = None,
         write_delay: float = 0.0,
+        streams: bool = False,
     ) -> None:
         self._ctx = ctx
         self._write_delay = write_delay
@@ -82,10 +83,11 @@ class Worker:
         self._store = store
         self.cache = PrefixCache(
             n_slots,
-            LlamaMemory(ctx),
+            LlamaMemory(ctx, streams=streams),
             kv_cells=L.llama_n_ctx(ctx),
             park_bytes=park_bytes,
             store=store,
+            streams=streams,
         )
         self._batch = L.llama_batch_init(n_batch, 0, 1)
         # Media embeddings go through a batch of their own (a batch holds tokens
@@ -284,7 +286,9 @@ class Worker:
             len(s.pending) + (s.max_tokens or self._context_size - len(s.prompt))
             for s in self._active
         )
-        return bool(self._waiting) or self.cache.kv_cells - self.cache.resident_cells() < need
+        if self._waiting:
+            return True
+        return not self.cache.streams and self.cache.kv_cells - self.cache.resident_cells() < need
 
     def _protected(self) -> frozenset[int]:
         """Slots holding the cache hits of the sequences queued next."""
@@ -309,7 +313,8 @@ class Worker:
                 if batch.n_tokens >= _TIMED_BATCH:  # mostly prompt: what evaluating costs
                     self.cache.costs.note_eval(batch.n_tokens, time.perf_counter() - started)
                 return True
-            if rc == 1 and self.cache.evict_one():
+            # A full unified cache has room once idle slots go; a stream is one slot's own.
+            if rc == 1 and not self.cache.streams and self.cache.evict_one():
                 continue
             if rc == 1:
                 # Nothing idle left to evict: the running sequences alone do not

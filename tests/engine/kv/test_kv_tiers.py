@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sf_engine_helpers import Generation, chat_prompt, generate
+from sf_engine_helpers import UNIFIED, Generation, chat_prompt, generate
 
 from jupyter_superfluid.engine.local.kv.disk_file import SUFFIX, file_name
 from jupyter_superfluid.engine.local.llama import LlamaEngine
@@ -67,6 +67,23 @@ def test_a_retained_turn_is_restored_from_disk_after_a_reload(
     reference = generate(sf_make_engine(), nxt, seed=SEED, max_tokens=6)  # evaluated cold
     assert reference.prompt.cached_tokens == 0
     assert warm.tokens == reference.tokens
+
+
+def test_a_state_saved_in_another_kv_layout_is_not_restored(
+    sf_make_engine: MakeEngine, tmp_path: Path
+) -> None:
+    kv = tmp_path / "kv"
+    unified = sf_make_engine(kv_dir=kv, kv_tokens=UNIFIED)  # one cache: a state lists 1 stream
+    prompt = _conversation(unified, "alpha")
+    first = generate(unified, prompt, seed=SEED, max_tokens=6, retain=True)
+    _wait_on_disk(unified, 1)
+    unified.close_sync()
+
+    engine = sf_make_engine(kv_dir=kv)  # a stream per slot: its states list 8
+    assert engine.stats()["disk_states"] == 0
+    again = generate(engine, _next_turn(engine, prompt, first), seed=SEED, max_tokens=6)
+    assert again.prompt.cached_tokens == 0
+    assert engine.stats()["restores_invalid"] == engine.stats()["restored_from_disk"] == 0
 
 
 def _tamper(kind: str, file: Path, kv: Path, other: Path) -> None:
@@ -168,7 +185,7 @@ def test_the_disk_bound_evicts_the_least_recently_used(
 
 
 def test_one_off_turns_are_not_parked(sf_make_engine: MakeEngine, tmp_path: Path) -> None:
-    engine = sf_make_engine(cache_slots=4, kv_dir=tmp_path / "kv")
+    engine = sf_make_engine(cache_slots=4, kv_dir=tmp_path / "kv", kv_tokens=UNIFIED)
     one_off = _conversation(engine, "alpha")  # more own cells than stay resident
     generate(engine, one_off, seed=SEED, max_tokens=6)
     generate(engine, _conversation(engine, "beta", words=4), seed=SEED, max_tokens=2)
@@ -183,7 +200,7 @@ def test_one_off_turns_are_not_parked(sf_make_engine: MakeEngine, tmp_path: Path
 
 
 def test_a_prefix_that_recurs_is_kept(sf_make_engine: MakeEngine) -> None:
-    engine = sf_make_engine(cache_slots=4)
+    engine = sf_make_engine(cache_slots=4, kv_tokens=UNIFIED)
     shared = engine.tokenize("<|im_start|>system\n" + "Be brief. " * 120 + "<|im_end|>\n")
     for question in ("first", "second"):
         generate(engine, shared + chat_prompt(engine, question), seed=SEED, max_tokens=2)

@@ -1,19 +1,21 @@
 """The prefix cache: what each KV sequence ("slot") holds and how a prompt reuses it.
 
-The context has ``n_seq_max`` sequences over one unified KV cache. Each slot
-remembers the exact token ids its KV cells hold (positions 0..n-1). A new
-prompt goes to the slot sharing its longest common prefix (LCP): extended in
-place when that slot is idle and holds only a prefix of the prompt, otherwise
-the shared prefix is copied into a free or least-recently-used idle slot with
-``llama_memory_seq_cp`` (in a unified cache that only tags the same cells with
-another sequence id), so the source branch stays warm for its own
-continuation.
+The context has ``n_seq_max`` sequences, each with a KV stream of its own (the
+default) or all in one unified KV cache. Each slot remembers the exact token ids
+its KV cells hold (positions 0..n-1). A new prompt goes to the slot sharing its
+longest common prefix (LCP): extended in place when that slot is idle and holds
+only a prefix of the prompt, otherwise the shared prefix is copied into a free
+or least-recently-used idle slot with ``llama_memory_seq_cp`` (between streams a
+copy of the source's stream; in a unified cache only a tag on the same cells),
+so the source branch stays warm for its own continuation.
 
 Warm state has three tiers: the resident cells, host memory (``memory_tier.py``)
-and disk (``disk_tier.py``). In a unified cache every token's attention runs over
-every used cell, so KV held for conversations that are not running slows every
-stream that is (measured: 326 -> 66 tok/s with 8k idle cells); when other work
-is admitted, idle slots are moved out. Only what can be continued is kept: a
+and disk (``disk_tier.py``). With a stream per slot a sequence attends over its
+own cells only, so idle slots stay resident until a new sequence needs their
+slot. In a unified cache every token's attention runs over every used cell, so
+KV held for conversations that are not running slows every stream that is
+(measured: 326 -> 66 tok/s with 8k idle cells); when other work is admitted,
+idle slots are moved out. Only what can be continued is kept: a
 slot's ``keep`` counts the tokens of a turn whose request asked to be retained
 (a stored response points at it), and a prefix that several prompts began with
 (shared instructions, a conversation resent whole) is kept too. The rest, a
@@ -63,9 +65,11 @@ class PrefixCache(WriteBehind):
         kv_cells: int = 1 << 30,
         park_bytes: int = 0,
         store: StateStore | None = None,
+        streams: bool = False,
     ) -> None:
         self.slots = [Slot(i) for i in range(n_slots)]
-        self.kv_cells = kv_cells
+        self.kv_cells = kv_cells  # unified: the cells all slots share
+        self.streams = streams  # a KV stream per slot: slots never compete for cells
         self.parked = ParkedStates(park_bytes)
         self.store = store
         self.costs = KVCosts()
@@ -145,7 +149,7 @@ class PrefixCache(WriteBehind):
             self._park(best, above=best_lcp)  # the only idle slot: keep its branch, then trim
             return self._claim(best, best_lcp, None)
         self._vacate(target)
-        self._memory.copy(best.seq_id, target.seq_id, 0, best_lcp)
+        self._memory.copy(best.seq_id, target.seq_id, best_lcp)
         target.tokens = best.tokens[:best_lcp]
         target.keep = min(best.keep, best_lcp)
         target.persisted = min(best.persisted, best_lcp)
@@ -176,7 +180,7 @@ class PrefixCache(WriteBehind):
         assert state is not None
         target = self._free_slot(avoid=None, protect=protect)
         self._vacate(target)
-        while self.resident_cells() + len(tokens) > self.kv_cells:
+        while not self.streams and self.resident_cells() + len(tokens) > self.kv_cells:
             if not self.evict_one():
                 self._put_back(tier, tokens, state, stored)
                 return None  # the running sequences leave no room; evaluate instead
@@ -332,10 +336,11 @@ class PrefixCache(WriteBehind):
         or has sequences waiting), or idle cells the running ones share nothing
         with outnumber the ``running_cells`` the running ones will hold (attending
         over them would more than double every step). What a slot keeps is parked (if host memory is
-        given); the rest, a one-off turn's tail, is dropped without a copy.
+        given); the rest, a one-off turn's tail, is dropped without a copy. With a stream per
+        slot nothing idle is in the way: slots are vacated only when a prompt claims them.
         """
         running = [s.tokens for s in self.slots if s.busy]
-        if not running:
+        if not running or self.streams:
             return 0
         idle = []
         for slot in self.slots:

@@ -45,8 +45,8 @@ class KVMemory(Protocol):
         """Drop positions [p0, p1) of ``seq_id`` (-1: open end)."""
         ...
 
-    def copy(self, src: int, dst: int, p0: int, p1: int) -> None:
-        """Make ``dst`` share ``src``'s cells at positions [p0, p1)."""
+    def copy(self, src: int, dst: int, p1: int) -> None:
+        """Give the empty ``dst`` the cells of ``src``'s positions [0, p1)."""
         ...
 
     def save(self, seq_id: int) -> KVState:
@@ -91,20 +91,28 @@ class Staged:
 
 
 class LlamaMemory:
-    """``KVMemory`` over a context's ``llama_memory_t``."""
+    """``KVMemory`` over a context's ``llama_memory_t`` (``streams``: one KV stream per
+    sequence, else one unified cache)."""
 
-    def __init__(self, ctx: Any) -> None:
+    def __init__(self, ctx: Any, *, streams: bool = False) -> None:
         self._ctx = ctx
         self._mem = L.llama_get_memory(ctx)
+        self.streams = streams
 
     def remove(self, seq_id: int, p0: int, p1: int) -> None:
         """Drop positions [p0, p1) of a sequence."""
         if not L.llama_memory_seq_rm(self._mem, seq_id, p0, p1):
             raise EngineError(f"cannot trim KV sequence {seq_id} at {p0}")
 
-    def copy(self, src: int, dst: int, p0: int, p1: int) -> None:
-        """Share ``src``'s cells at [p0, p1) with ``dst``."""
-        L.llama_memory_seq_cp(self._mem, src, dst, p0, p1)
+    def copy(self, src: int, dst: int, p1: int) -> None:
+        """Give the empty ``dst`` the cells of ``src``'s positions [0, p1)."""
+        if not self.streams:
+            L.llama_memory_seq_cp(self._mem, src, dst, 0, p1)  # tags the same cells
+            return
+        # Between streams llama.cpp copies a whole stream (the data at the next
+        # decode) and refuses a range; the positions past the prefix go after.
+        L.llama_memory_seq_cp(self._mem, src, dst, -1, -1)
+        self.remove(dst, p1, -1)
 
     def save(self, seq_id: int) -> KVState:
         """The sequence's cells, serialized (llama_state_seq_get_data)."""
