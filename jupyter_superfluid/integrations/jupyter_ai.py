@@ -36,6 +36,7 @@ from typing import Any
 from traitlets import Float, Int, Unicode
 
 from jupyter_superfluid.integrations.superfluid_chat import (
+    EMPTY_ANSWER,
     ChatConversations,
     ChatError,
     ConversationGone,
@@ -153,7 +154,7 @@ class SuperfluidPersona(BasePersona):
             first = await stream.__anext__()
         except StopAsyncIteration:
             self.clear_status()
-            self.send_message("_(The model gave an empty answer.)_")
+            self.send_message(EMPTY_ANSWER)
             return
         except BaseException:
             self.clear_status()

@@ -23,6 +23,7 @@ CHAT_ID_KEY = "jupyter_ai_chat_id"  # the chat's stable id: the key its conversa
 CHAT_PATH_KEY = "jupyter_ai_chat"  # the chat file's path, for people reading the listing
 METADATA_VALUE_MAX = 512  # the Conversations API's limit on one metadata value
 LOADING_RETRY_MAX_S = 10.0
+EMPTY_ANSWER = "_(The model gave an empty answer.)_"  # what a chat shows for no answer
 
 
 class ChatError(Exception):

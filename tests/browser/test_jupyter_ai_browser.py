@@ -21,10 +21,11 @@ import pytest
 from integrations.jupyter_ai_site import jupyter_env
 from playwright.sync_api import expect
 
+from jupyter_superfluid.integrations.superfluid_chat import EMPTY_ANSWER
 from jupyter_superfluid.pytest_plugin import TINY_MODELS
 from tests.browser.conftest import LabServer, start_lab
 from tests.browser.notebook_page import NotebookPage
-from tests.browser.test_chat_browser import Chat
+from tests.browser.test_chat_browser import REACT_REMOVE_CHILD, Chat
 
 pytestmark = pytest.mark.jupyter_ai
 
@@ -79,9 +80,10 @@ def stored_turns(lab: LabServer, conv_id: str, count: int, timeout: float = 120)
 
 
 def answers(turns: list[dict]) -> list[str]:
-    """The text of each stored answer."""
+    """The text of each stored answer, as the persona shows it (an empty one is said)."""
     messages = [[i for i in t["output"] if i["type"] == "message"] for t in turns]
-    return ["".join(p["text"] for item in items for p in item["content"]) for items in messages]
+    texts = ["".join(p["text"] for item in items for p in item["content"]) for items in messages]
+    return [text or EMPTY_ANSWER for text in texts]
 
 
 def persona_bodies(lab: LabServer, path: str, count: int, timeout: float = 60) -> list[str]:
@@ -154,7 +156,10 @@ def test_the_persona_answers_in_jupyter_ais_chat_as_a_warm_conversation(
         expect(listed).to_contain_text(QUESTIONS[0])
         page.screenshot(path=artifacts / f"jupyter-ai-chat-{ui}-in-panel.png")
         # Both chat front-ends side by side, and no error the UI does not show without us.
-        assert set(nb.errors) <= baseline_errors(ui), nb.details
+        # Except React's "removeChild" race in @jupyter/chat's streamed message (seen in
+        # jupyterlab-chat's own UI too, once in six runs here), as in the panel's test.
+        ours = {e for e in nb.errors if REACT_REMOVE_CHILD not in e}
+        assert ours <= baseline_errors(ui), nb.details
         assert skew == []  # each runs on its own @jupyter/chat (ours is not shared)
     finally:
         context.close()
