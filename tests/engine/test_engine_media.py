@@ -76,9 +76,13 @@ def test_the_same_image_is_served_from_the_prefix_cache(vision: LlamaEngine) -> 
     assert again.prompt.cached_tokens == len(request.prompt_tokens) - 1
     assert vision.prompt_tokens_evaluated - before == 1
     assert again.tokens == first.tokens  # the cached image is the evaluated one
-    start = request.prompt_tokens.index(request.media[0].placeholder_id)
-    other = _run(vision, _request(vision, _text("what is it?"), [png(40, 30, seed=2)], seed=4))
-    assert other.prompt.cached_tokens == start  # shared text only, up to the image
+    # Another image after the same long text: the text is served from the cache, up to
+    # the image (long enough to be worth copying into another slot's KV stream).
+    system = "<|im_start|>system\n" + "Look closely. " * 20 + "<|im_end|>\n"
+    _run(vision, _request(vision, system + _text("what is it?"), [image], seed=4, max_tokens=2))
+    other = _request(vision, system + _text("what is it?"), [png(40, 30, seed=2)], seed=4)
+    start = other.prompt_tokens.index(other.media[0].placeholder_id)
+    assert _run(vision, other).prompt.cached_tokens == start  # shared text only
 
 
 def test_media_and_text_sequences_batch_together_exactly(vision: LlamaEngine) -> None:

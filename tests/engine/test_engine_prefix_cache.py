@@ -165,6 +165,25 @@ def test_a_branch_copied_into_another_stream_is_the_evaluated_one(
     assert engine.stats()["parked"] == engine.stats()["restored"] == 0
 
 
+@pytest.mark.parametrize("layout", ["streams", "unified"])
+def test_a_short_shared_prefix_is_copied_only_in_a_unified_cache(
+    sf_make_engine: MakeEngine, layout: str
+) -> None:
+    # Between streams a copy moves a whole window of cells; a chat template's opening
+    # is cheaper to evaluate again. In a unified cache a copy only tags the cells.
+    engine = sf_make_engine(cache_slots=4, kv_tokens=UNIFIED if layout == "unified" else None)
+    kept = chat_prompt(engine, "alpha " * 40)
+    first = generate(engine, kept, seed=1, max_tokens=2, retain=True)
+    other = chat_prompt(engine, "beta")
+    shared = next(i for i, (a, b) in enumerate(zip(kept, other, strict=False)) if a != b)
+    run, evaluated = _run(engine, other, seed=1, max_tokens=2)
+    assert 0 < shared < 32
+    assert run.prompt.cached_tokens == (shared if layout == "unified" else 0)
+    assert evaluated == len(other) - run.prompt.cached_tokens
+    again, evaluated = _run(engine, kept, seed=1, max_tokens=2)  # its slot is untouched
+    assert again.prompt.cached_tokens == len(kept) - 1 and again.tokens == first.tokens
+
+
 def test_short_idle_conversations_stay_resident(sf_make_engine: MakeEngine) -> None:
     engine = sf_make_engine(cache_slots=4)
     short = chat_prompt(engine, "hi")

@@ -43,6 +43,7 @@ from jupyter_superfluid.engine.local.kv.prefix_index import (
     block_hashes,
     common_prefix,
 )
+from jupyter_superfluid.engine.local.kv.restoring import Restoring
 from jupyter_superfluid.engine.local.kv.slots import Placement, Slot
 from jupyter_superfluid.engine.local.kv.state import KVMemory, KVState, Staged, StateStore
 from jupyter_superfluid.engine.local.kv.write_behind import WriteBehind
@@ -54,7 +55,7 @@ __all__ = ["PARK_MIN_OWN_TOKENS", "Placement", "PrefixCache", "Slot"]
 PARK_MIN_OWN_TOKENS = 256
 
 
-class PrefixCache(WriteBehind):
+class PrefixCache(Restoring, WriteBehind):
     """Slot bookkeeping and the reuse policy (LCP, in place or copy, LRU, tiers)."""
 
     def __init__(
@@ -142,6 +143,11 @@ class PrefixCache(WriteBehind):
         if best_lcp and whole and not best.busy:
             return self._claim(best, best_lcp, None)  # extend in place
         target = self._free_slot(avoid=best if best_lcp else None, protect=protect)
+        if best_lcp and target is not best and not self._copy_pays(best_lcp):
+            if self._trim_pays(best, best_lcp, target):
+                target = best  # trimmed in place: it loses only a one-off's short tail
+            else:
+                best_lcp = 0  # evaluating the shared prefix again is cheaper than copying it
         if best_lcp == 0:
             self._vacate(target)
             return self._claim(target, 0, None)
@@ -155,68 +161,24 @@ class PrefixCache(WriteBehind):
         target.persisted = min(best.persisted, best_lcp)
         return self._claim(target, best_lcp, best)
 
-    def _restore_better(
-        self,
-        prompt: tuple[int, ...],
-        hashes: list[int],
-        resident_lcp: int,
-        protect: frozenset[int],
-        staged: Staged | None,
-    ) -> Placement | None:
-        """Copy back a parked or staged state when it covers clearly more of ``prompt``."""
-        tokens, lcp = self.parked.best_match(prompt, hashes)
-        tier = "ram"
-        if staged is not None:
-            staged_lcp = common_prefix(staged.tokens, prompt)
-            if staged.seconds:
-                self.costs.note_read(len(staged.tokens), staged.seconds)
-            if staged_lcp > lcp:
-                tokens, lcp, tier = staged.tokens, staged_lcp, "disk"
-        lcp = min(lcp, len(prompt) - 1)
-        if not self.costs.restore_pays(lcp - resident_lcp, len(tokens), disk=tier == "disk"):
-            return None
-        stored = tier == "disk" or self.parked.is_stored(tokens)
-        state = self.parked.take(tokens) if tier == "ram" else staged.state  # type: ignore[union-attr]
-        assert state is not None
-        target = self._free_slot(avoid=None, protect=protect)
-        self._vacate(target)
-        while not self.streams and self.resident_cells() + len(tokens) > self.kv_cells:
-            if not self.evict_one():
-                self._put_back(tier, tokens, state, stored)
-                return None  # the running sequences leave no room; evaluate instead
-        if not self._load(target, tokens, state, tier, stored):
-            return None
-        target.keep = len(tokens)
-        target.persisted = len(tokens) if stored else 0
-        return self._claim(target, lcp, None, restored=tier)
+    def _copy_pays(self, shared: int) -> bool:
+        """Whether to copy ``shared`` leading cells into another slot rather than evaluate them.
 
-    def _load(
-        self, slot: Slot, tokens: tuple[int, ...], state: KVState, tier: str, stored: bool
-    ) -> bool:
-        """Copy ``state`` into ``slot`` and check that it ends at position n-1."""
-        started = time.perf_counter()
-        if not self._memory.load(slot.seq_id, state):
-            self._put_back(tier, tokens, state, stored)
-            return False
-        low, high = self._memory.span(slot.seq_id)
-        if high != len(tokens) - 1 or low < 0:
-            # Not the state of these tokens: never serve it; evaluate instead.
-            self._memory.remove(slot.seq_id, -1, -1)
-            self.restores_invalid += 1
-            if tier == "disk" and self.store is not None:
-                self.store.reject(tokens)
-            return False
-        self.costs.note_load(len(tokens), time.perf_counter() - started)
-        slot.tokens = list(tokens)
-        self.restores += 1
-        self.disk_restores += tier == "disk"
-        return True
+        In a unified cache a copy only tags the cells. Between streams llama.cpp copies the
+        source's whole stream (every cell of a window, used or not: about what evaluating
+        a block of tokens costs, measured on the bench model), which a prefix shorter than
+        one block, such as a chat template's opening, does not repay; a conversation's
+        history does.
+        """
+        return not self.streams or shared >= BLOCK
 
-    def _put_back(self, tier: str, tokens: tuple[int, ...], state: KVState, stored: bool) -> None:
-        """A state that could not be restored now goes back where it came from."""
-        if tier == "ram":
-            for old_tokens, old_state in self.parked.put(tokens, state, stored=stored) or ():
-                self._offer(old_tokens, old_state)
+    def _trim_pays(self, best: Slot, shared: int, target: Slot) -> bool:
+        """Whether to reuse ``best`` in place, cut to its ``shared`` prefix, rather than
+        ``target``: what it holds past that is a one-off's, and either ``target`` holds
+        something too or that tail is no longer than the prefix (the same prompt again)."""
+        if best.busy or self.keep_length(best) > shared:
+            return False
+        return bool(target.tokens) or len(best.tokens) - shared <= shared
 
     def resident_cells(self) -> int:
         """KV cells in use: every slot's tokens, shared prefixes counted once."""
