@@ -220,13 +220,20 @@ class RemoteEngine:
             ) as response:
                 if response.status_code != 200:
                     raise self.refusal(response.status_code, await response.aread())
+                finished: GenerationFinished | None = None
                 async for line in response.aiter_lines():
-                    if not line.startswith("data: ") or line == "data: [DONE]":
+                    if finished or not line.startswith("data: ") or line == "data: [DONE]":
                         continue  # blank separators, ":" pings, the OpenAI end marker
                     for event in await relay.events(json.loads(line[6:])):
-                        yield event
                         if isinstance(event, GenerationFinished):
-                            return
+                            finished = event
+                            break
+                        yield event
+                if finished is not None:
+                    # Told once the body is read to its end: a response left unread closes
+                    # its connection, and the next turn would open another.
+                    yield finished
+                    return
         except (httpx.HTTPError, json.JSONDecodeError) as err:
             self._stale = True
             failure = self.unreachable(err)

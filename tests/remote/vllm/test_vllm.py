@@ -207,6 +207,27 @@ def test_a_tokenizer_that_disagrees_with_vllm_falls_back_to_its_tokenize(
         asyncio.run(engine.close())
 
 
+def test_turns_reuse_one_pooled_connection_to_vllm(vllm_server: VllmServer):
+    # A stream left unread at its end closes its connection (llama-server closes every
+    # streamed one itself; vLLM keeps them alive), and each turn would open another.
+    engine = VllmEngine.connect("q", vllm_server.url, tokenizer=vllm_server.model)
+    request = GenerateRequest(tuple(engine.tokenize("hello")), SamplingParams(max_tokens=4))
+
+    async def pooled_after_each_turn() -> list[object]:
+        seen: list[object] = []
+        for _ in range(2):
+            events = [event async for event in engine.generate(request)]
+            assert type(events[-1]).__name__ == "GenerationFinished"
+            seen.extend(engine.async_client()._transport._pool.connections)  # type: ignore[attr-defined]
+        return seen
+
+    try:
+        first, second = asyncio.run(pooled_after_each_turn())
+    finally:
+        asyncio.run(engine.close())
+    assert first is second and first.is_idle()
+
+
 def test_a_grammar_vllm_cannot_compile_is_its_refusal_before_any_event(vllm_server: VllmServer):
     engine = VllmEngine.connect("q", vllm_server.url, tokenizer=vllm_server.model)
     sampling = SamplingParams(max_tokens=4, grammar='root ::= undefined-rule "x"')
