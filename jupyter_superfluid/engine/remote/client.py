@@ -222,7 +222,11 @@ class RemoteEngine:
                     raise self.refusal(response.status_code, await response.aread())
                 finished: GenerationFinished | None = None
                 async for line in response.aiter_lines():
-                    if finished or not line.startswith("data: ") or line == "data: [DONE]":
+                    if (
+                        finished is not None
+                        or not line.startswith("data: ")
+                        or line == "data: [DONE]"
+                    ):
                         continue  # blank separators, ":" pings, the OpenAI end marker
                     for event in await relay.events(json.loads(line[6:])):
                         if isinstance(event, GenerationFinished):
