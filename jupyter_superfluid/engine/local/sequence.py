@@ -49,15 +49,6 @@ class Sequence:
 
 
 @dataclass
-class _Fed:
-    """The tokens one sequence put into the current batch."""
-
-    seq: Sequence
-    count: int
-    logits_index: int | None
-
-
-@dataclass
 class Fed:
     """The tokens one sequence put into the current batch."""
 
