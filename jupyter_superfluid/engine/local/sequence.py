@@ -1,9 +1,10 @@
 """A generation as the worker runs it, and how a step lays sequences into a batch.
 
-A step's ``llama_batch`` holds the next token of every generating sequence first (one
-each, so streams keep flowing), then chunks of prompts still being evaluated; a medium's
-embeddings go through a batch of their own (a batch holds tokens or embeddings, not
-both). These functions only fill batches; the worker decodes them.
+A step's ``llama_batch`` holds the next token of every generating sequence (one each, so
+streams keep flowing) and, in the room left, chunks of prompts still being evaluated,
+laid out in sequence-id order; a medium's embeddings go through a batch of their own (a
+batch holds tokens or embeddings, not both). These functions only fill batches; the
+worker decodes them.
 """
 
 from __future__ import annotations
@@ -58,29 +59,52 @@ class Fed:
 
 
 def fill_token_batch(batch: Any, active: Iterable[Sequence], n_batch: int) -> list[Fed]:
-    """Lay generating sequences' next tokens, then prompt chunks, into ``batch``."""
-    n, fed = 0, []
+    """Lay generating sequences' next tokens, then prompt chunks, into ``batch``.
+
+    What goes in is chosen in that order of priority; it is laid out in sequence-id
+    order, because with a KV stream per sequence llama.cpp puts into one micro-batch
+    only sequences with consecutive ids in batch order, and runs the weights once
+    per micro-batch: eight streams laid out 2,1,4,3,6,5,0,7 cost two passes (measured:
+    35 ms a step against 18 ms in id order on the bench model).
+    """
+    chosen: list[tuple[Sequence, list[int]]] = []
+    room = n_batch
     for seq in sorted(active, key=lambda s: len(s.pending) > 1):
-        take = seq.pending[: n_batch - n]
+        take = seq.pending[:room]
         if not take:
             break
         if take[0] < 0:
             continue  # a medium comes next: fill_media_batch
         take = _until_media(take)
-        assert seq.slot is not None
-        pos0 = len(seq.slot.tokens)
+        chosen.append((seq, take))
+        room -= len(take)
+    n, fed = 0, []
+    for seq, take in sorted(chosen, key=lambda pair: _seq_id(pair[0])):
+        n = _lay_tokens(batch, n, seq, take)
         done = len(take) == len(seq.pending)
-        for j, token in enumerate(take):
-            i = n + j
-            batch.token[i] = token
-            batch.pos[i] = pos0 + j
-            batch.n_seq_id[i] = 1
-            batch.seq_id[i][0] = seq.slot.seq_id
-            batch.logits[i] = done and j == len(take) - 1 and not seq.closing
-        n += len(take)
         fed.append(Fed(seq, len(take), n - 1 if done and not seq.closing else None))
     batch.n_tokens = n
     return fed
+
+
+def _seq_id(seq: Sequence) -> int:
+    assert seq.slot is not None
+    return seq.slot.seq_id
+
+
+def _lay_tokens(batch: Any, n: int, seq: Sequence, take: list[int]) -> int:
+    """Write ``take`` for ``seq`` into ``batch`` from index ``n``; the next free index."""
+    assert seq.slot is not None
+    pos0 = len(seq.slot.tokens)
+    done = len(take) == len(seq.pending)
+    for j, token in enumerate(take):
+        i = n + j
+        batch.token[i] = token
+        batch.pos[i] = pos0 + j
+        batch.n_seq_id[i] = 1
+        batch.seq_id[i][0] = seq.slot.seq_id
+        batch.logits[i] = done and j == len(take) - 1 and not seq.closing
+    return n + len(take)
 
 
 def fill_media_batch(batch: Any, seq: Sequence, n_batch: int) -> tuple[list[Fed], bool]:

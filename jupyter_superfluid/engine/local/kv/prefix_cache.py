@@ -144,7 +144,9 @@ class PrefixCache(Restoring, WriteBehind):
             return self._claim(best, best_lcp, None)  # extend in place
         target = self._free_slot(avoid=best if best_lcp else None, protect=protect)
         if best_lcp and target is not best and not self._copy_pays(best_lcp):
-            if self._trim_pays(best, best_lcp, target):
+            # A short prefix saves little; a gap among the running streams costs every step.
+            beside = self._busy_neighbours(best) >= self._busy_neighbours(target)
+            if beside and self._trim_pays(best, best_lcp, target):
                 target = best  # trimmed in place: it loses only a one-off's short tail
             else:
                 best_lcp = 0  # evaluating the shared prefix again is cheaper than copying it
@@ -191,13 +193,32 @@ class PrefixCache(Restoring, WriteBehind):
         return total
 
     def _free_slot(self, avoid: Slot | None, protect: frozenset[int]) -> Slot:
-        """An idle slot to overwrite: empty, unprotected, holding nothing kept, least recent."""
+        """An idle slot to overwrite: unprotected, holding nothing kept, beside a busy one
+        (with streams), empty, least recent."""
         idle = [s for s in self.slots if not s.busy]
         others = [s for s in idle if s is not avoid] or idle
         return min(
             others,
-            key=lambda s: (len(s.tokens) > 0, s.seq_id in protect, s.keep > 0, s.last_used),
+            key=lambda s: (
+                s.seq_id in protect,
+                s.keep > 0,
+                -self._busy_neighbours(s),
+                len(s.tokens) > 0,
+                s.last_used,
+            ),
         )
+
+    def _busy_neighbours(self, slot: Slot) -> int:
+        """How many of the slots with adjacent ids are running (0 in a unified cache).
+
+        With a stream per slot llama.cpp batches only sequences of consecutive ids
+        together (one pass of the weights each run of them), so a new sequence that
+        joins a run of running ones costs a step far less than one that opens a gap.
+        """
+        if not self.streams:
+            return 0
+        ids = (slot.seq_id - 1, slot.seq_id + 1)
+        return sum(1 for s in self.slots if s.seq_id in ids and s.busy)
 
     def _claim(self, slot: Slot, reused: int, source: Slot | None, restored: str = "") -> Placement:
         """Trim ``slot`` to its first ``reused`` tokens and mark it busy."""
