@@ -139,6 +139,10 @@ def _chat_chunk(result: StreamResult, started: float, chunk: dict[str, Any]) -> 
         _delta(result, started, content)
     if choice.get("finish_reason"):
         result.status = choice["finish_reason"]
+    usage = chunk.get("usage")  # the last chunk, with stream_options.include_usage
+    if usage:
+        result.input_tokens = usage.get("prompt_tokens")
+        result.cached_tokens = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
 
 
 async def stream_response(

@@ -97,6 +97,7 @@ async def chat_whole(
         "model": MODEL_ID,
         "messages": conv.chat_messages(user, nonce),
         **_sampling(max_tokens, seed, eos_bias),
+        "stream_options": {"include_usage": True},
     }
     return await stream_chat(http, server.url + "/v1/chat/completions", body, server.headers)
 

@@ -41,9 +41,9 @@ async def _burst(ctx: Context, server: Server, n: int, rep: int) -> tuple[float,
     return wall, sum(r.output_tokens or 0 for r in good), len(results) - len(good), results
 
 
-def _entry(rates: list[float], errors: int, ttfts: list[float]) -> dict[str, Any]:
-    """Aggregate tok/s summary, errors, TTFT summary."""
-    return {"rate": summary(rates), "errors": errors, "ttft": summary(ttfts)}
+def _entry(rates: list[float], errors: int, ttfts: list[float], cached: int) -> dict[str, Any]:
+    """Aggregate tok/s summary, errors, TTFT summary, prompt tokens served from cache."""
+    return {"rate": summary(rates), "errors": errors, "ttft": summary(ttfts), "cached": cached}
 
 
 KEYS = ("sf", "ls", "lc")  # superfluid, llama-server -np N, llama_cpp.server
@@ -57,8 +57,8 @@ async def _measure(ctx: Context, servers: dict[str, Server | None]) -> dict[str,
     """
     out: dict[str, dict[int, Any]] = {key: {} for key in KEYS}
     for n in ctx.cfg.concurrency:
-        acc: dict[str, tuple[list[float], list[int], list[float]]] = {
-            key: ([], [], []) for key in KEYS
+        acc: dict[str, tuple[list[float], list[int], list[float], list[int]]] = {
+            key: ([], [], [], []) for key in KEYS
         }
         for rep in range(ctx.cfg.reps):
             for key in KEYS:
@@ -69,9 +69,11 @@ async def _measure(ctx: Context, servers: dict[str, Server | None]) -> dict[str,
                 acc[key][0].append(tokens / wall)
                 acc[key][1].append(errs)
                 acc[key][2].extend(r.ttft for r in results if r.ttft is not None)
+                acc[key][3].extend(r.cached_tokens or 0 for r in results)
         for key in KEYS:
             if servers.get(key) is not None:
-                out[key][n] = _entry(acc[key][0], sum(acc[key][1]), acc[key][2])
+                rates, errors, ttfts, cached = acc[key]
+                out[key][n] = _entry(rates, sum(errors), ttfts, sum(cached))
     return out
 
 
@@ -97,6 +99,11 @@ def _ms(entry: dict[str, Any] | None) -> str:
     if not entry or entry["ttft"]["median"] is None:
         return "-"
     return f"{entry['ttft']['median'] * 1000:.0f} ms"
+
+
+def _cached(entry: dict[str, Any] | None) -> str:
+    """The cached prompt tokens, or a dash."""
+    return "-" if entry is None else str(entry["cached"])
 
 
 async def run(ctx: Context) -> Section:
@@ -144,6 +151,15 @@ async def run(ctx: Context) -> Section:
         }
         met = None if native is None else native >= 0.9
         section.target(f">= 0.9 of llama-server's throughput, {n} streams", times(native), met)
+    section.notes.append(
+        "Prompt tokens served from cache, all repetitions (superfluid / llama-server): "
+        + "; ".join(
+            f"{n} streams {_cached(got['sf'].get(n))} / {_cached(got['ls'].get(n))}"
+            for n in ctx.cfg.concurrency
+        )
+        + ". The prompts of a repetition recur at the next stream counts, so TTFT also "
+        "shows which prompts each server still holds."
+    )
     section.notes.append(
         "llama_cpp.server runs with --interrupt_requests False; with its default (True) a new "
         "request cuts off the stream in progress."

@@ -94,12 +94,27 @@ def test_branching_one_prefix_twice_keeps_both_warm(sf_make_engine: MakeEngine) 
 def test_least_recently_used_slot_is_reused(sf_make_engine: MakeEngine) -> None:
     engine = sf_make_engine(cache_slots=2, park_mib=0)
     a, b, c = (chat_prompt(engine, f"{k} " * 20) for k in ("alpha", "beta", "gamma"))
-    for prompt in (a, b, c):
-        _run(engine, prompt, seed=1, max_tokens=3)
-    warm_c, _ = _run(engine, c, seed=1, max_tokens=3)
+    for prompt in (a, b, c):  # kept turns: a slot is never cut to let another in
+        _run(engine, prompt, seed=1, max_tokens=3, retain=True)
+    warm_c, _ = _run(engine, c, seed=1, max_tokens=3, retain=True)
     assert warm_c.prompt.cached_tokens == len(c) - 1
     cold_a, _ = _run(engine, a, seed=1, max_tokens=3)
     assert cold_a.prompt.cached_tokens < len(chat_prompt(engine, ""))  # only the template
+
+
+def test_a_one_off_prompt_sent_again_is_cut_in_place_and_the_others_stay(
+    sf_make_engine: MakeEngine,
+) -> None:
+    # With a stream per slot, repeating a one-off prompt cuts its own slot back to the
+    # prompt rather than copying a whole stream over the least recent conversation.
+    engine = sf_make_engine(cache_slots=2, park_mib=0)
+    a, b = (chat_prompt(engine, f"{k} " * 20) for k in ("alpha", "beta"))
+    for prompt in (a, b):
+        _run(engine, prompt, seed=1, max_tokens=3)
+    again_b, evaluated = _run(engine, b, seed=1, max_tokens=3)
+    assert again_b.prompt.cached_tokens == len(b) - 1 and evaluated == 1
+    warm_a, evaluated = _run(engine, a, seed=1, max_tokens=3)
+    assert warm_a.prompt.cached_tokens == len(a) - 1 and evaluated == 1
 
 
 @pytest.mark.parametrize("park_mib", [0, 64])

@@ -143,12 +143,15 @@ class PrefixCache(Restoring, WriteBehind):
         if best_lcp and whole and not best.busy:
             return self._claim(best, best_lcp, None)  # extend in place
         target = self._free_slot(avoid=best if best_lcp else None, protect=protect)
-        if best_lcp and target is not best and not self._copy_pays(best_lcp):
-            # A short prefix saves little; a gap among the running streams costs every step.
+        if best_lcp and target is not best and self.streams:
+            # Between streams a copy moves a whole stream and, into a slot that holds
+            # something, loses that as a trim loses the one-off tail; but a gap among
+            # the running streams costs every step.
             beside = self._busy_neighbours(best) >= self._busy_neighbours(target)
-            if beside and self._trim_pays(best, best_lcp, target):
-                target = best  # trimmed in place: it loses only a one-off's short tail
-            else:
+            short = not self._copy_pays(best_lcp)
+            if beside and (short or target.tokens) and self._trim_pays(best, best_lcp, target):
+                target = best  # trimmed in place: it loses only a one-off's tail
+            elif short:
                 best_lcp = 0  # evaluating the shared prefix again is cheaper than copying it
         if best_lcp == 0:
             self._vacate(target)
