@@ -175,6 +175,12 @@ class KVCosts:
             )
         return gain * self.eval_s > tokens * (copy + read)
 
+    def copy_pays(self, gain: int, tokens: int) -> bool:
+        """Whether saving and restoring a ``tokens``-token state beats evaluating ``gain``."""
+        if self.eval_s is None or self.save_s is None:
+            return gain * RESTORE_TOKENS_PER_SAVED >= tokens
+        return gain * self.eval_s > tokens * (self.save_s + (self.load_s or self.save_s))
+
     def park_pays(self) -> bool:
         """Whether saving and later restoring costs less than evaluating again (True unmeasured)."""
         if self.eval_s is None or self.save_s is None:

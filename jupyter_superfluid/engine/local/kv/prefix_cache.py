@@ -144,14 +144,14 @@ class PrefixCache(Restoring, WriteBehind):
             return self._claim(best, best_lcp, None)  # extend in place
         target = self._free_slot(avoid=best if best_lcp else None, protect=protect)
         if best_lcp and target is not best and self.streams:
-            # Between streams a copy moves a whole stream and, into a slot that holds
-            # something, loses that as a trim loses the one-off tail; but a gap among
-            # the running streams costs every step.
+            # A copy into a slot that holds something loses that, as a trim loses the
+            # one-off's tail, and costs a save and a restore; a gap among the running
+            # streams costs every step.
             beside = self._busy_neighbours(best) >= self._busy_neighbours(target)
-            short = not self._copy_pays(best_lcp)
-            if beside and (short or target.tokens) and self._trim_pays(best, best_lcp, target):
+            no_copy = not self._copy_pays(best_lcp, best)
+            if beside and (no_copy or target.tokens) and self._trim_pays(best, best_lcp, target):
                 target = best  # trimmed in place: it loses only a one-off's tail
-            elif short:
+            elif no_copy:
                 best_lcp = 0  # evaluating the shared prefix again is cheaper than copying it
         if best_lcp == 0:
             self._vacate(target)
@@ -166,16 +166,18 @@ class PrefixCache(Restoring, WriteBehind):
         target.persisted = min(best.persisted, best_lcp)
         return self._claim(target, best_lcp, best)
 
-    def _copy_pays(self, shared: int) -> bool:
-        """Whether to copy ``shared`` leading cells into another slot rather than evaluate them.
+    def _copy_pays(self, shared: int, source: Slot) -> bool:
+        """Whether to copy ``shared`` leading cells of ``source`` into another slot rather
+        than evaluate them.
 
-        In a unified cache a copy only tags the cells. Between streams llama.cpp copies the
-        source's whole stream (every cell of a window, used or not: about what evaluating
-        a block of tokens costs, measured on the bench model), which a prefix shorter than
-        one block, such as a chat template's opening, does not repay; a conversation's
-        history does.
+        In a unified cache a copy only tags the cells. Between streams it saves and
+        restores ``source``'s whole sequence, so it must beat evaluating ``shared``
+        tokens (``KVCosts``); a prefix shorter than one block, such as a chat template's
+        opening, is evaluated.
         """
-        return not self.streams or shared >= BLOCK
+        if not self.streams:
+            return True
+        return shared >= BLOCK and self.costs.copy_pays(shared, len(source.tokens))
 
     def _trim_pays(self, best: Slot, shared: int, target: Slot) -> bool:
         """Whether to reuse ``best`` in place, cut to its ``shared`` prefix, rather than
