@@ -318,8 +318,9 @@ class Worker:
                 continue
             if rc == 1:
                 # Nothing idle left to evict: the running sequences alone do not
-                # fit. Fail the newest; the next step rebuilds the batch without it.
-                victim = fed[-1].seq
+                # fit. Fail the newest admitted (the batch is in sequence-id order);
+                # the next step rebuilds the batch without it.
+                victim = max((item.seq for item in fed), key=self._active.index)
                 self._finish(victim, "error", error="KV cache full", clear=True)
                 return False
             # A fatal decode error leaves the KV state of this batch unknown.
