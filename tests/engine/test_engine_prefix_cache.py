@@ -180,6 +180,22 @@ def test_a_branch_copied_into_another_stream_is_the_evaluated_one(
     assert engine.stats()["parked"] == engine.stats()["restored"] == 0
 
 
+def test_copies_of_different_sizes_through_the_kept_buffer_are_exact(
+    sf_make_engine: MakeEngine,
+) -> None:
+    # Copies between streams go through one buffer kept from copy to copy: a smaller
+    # state after a larger one must restore only its own bytes.
+    engine = sf_make_engine(cache_slots=4)
+    for words in (90, 30):
+        trunk = chat_prompt(engine, f"gamma{words} " * words)
+        run = generate(engine, trunk, seed=words, max_tokens=8, retain=True)
+        branch = trunk + run.tokens[:-1] + engine.tokenize("\n<|im_start|>user\nmore<|im_end|>\n")
+        in_place = generate(engine, branch, seed=3, max_tokens=8)
+        copied, evaluated = _run(engine, branch, seed=3, max_tokens=8)
+        assert copied.prompt.cached_tokens == len(branch) - 1 and evaluated == 1
+        assert copied.tokens == in_place.tokens
+
+
 @pytest.mark.parametrize("layout", ["streams", "unified"])
 def test_a_short_shared_prefix_is_copied_only_in_a_unified_cache(
     sf_make_engine: MakeEngine, layout: str
