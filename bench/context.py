@@ -6,7 +6,7 @@ import re
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -82,12 +82,16 @@ class Context:
                 await warm_up(http, self._llama_cpp, "chat")
         return self._llama_cpp
 
-    async def llama_server(self, slots: int) -> Server | None:
-        """A fresh, warmed-up C++ ``llama-server`` with ``slots`` slots (None when not built)."""
+    async def llama_server(self, slots: int, threads: int | None = None) -> Server | None:
+        """A fresh, warmed-up C++ ``llama-server`` with ``slots`` slots (None when not built).
+
+        ``threads``: compute threads, instead of the configured ones.
+        """
         if self.llama_server_binary is None:
             return None
+        cfg = self.cfg if threads is None else replace(self.cfg, threads=threads)
         server = servers.start_llama_server(
-            self.llama_server_binary, self.cfg, self.model, self.workdir, slots
+            self.llama_server_binary, cfg, self.model, self.workdir, slots
         )
         async with self.http() as http:
             await warm_up(http, server, "chat")
