@@ -16,10 +16,18 @@ async def load_continuation(
     store: Store, response_id: str, owner: str | None
 ) -> tuple[Continuation, ResponseRecord] | None:
     """The conversation ending at a stored response visible to ``owner``, or None."""
-    prev = await asyncio.to_thread(store.get_response, response_id, owner)
+    # One hop to a thread for all three reads: each hop is a thread wake-up and a
+    # loop wake-up, which on a busy machine cost more than the reads themselves.
+    return await asyncio.to_thread(_load, store, response_id, owner)
+
+
+def _load(
+    store: Store, response_id: str, owner: str | None
+) -> tuple[Continuation, ResponseRecord] | None:
+    prev = store.get_response(response_id, owner)
     if prev is None:
         return None
-    chain = await asyncio.to_thread(store.response_chain, response_id, owner)
+    chain = store.response_chain(response_id, owner)
     messages: tuple[ChatMessage, ...] = ()
     for record in chain:
         messages += messages_from_json(record.input_items) + messages_from_json(
@@ -32,7 +40,7 @@ async def load_continuation(
         else m
         for m in messages
     )
-    info = await asyncio.to_thread(store.get_session, prev.session_id)
+    info = store.get_session(prev.session_id)
     meta = dict(info.meta) if info is not None else {}
     cont = Continuation(
         messages, prev.session_id, prev.end, meta, completed=prev.status == "completed"
