@@ -68,7 +68,11 @@ class Superfluid(LoggingConfigurable):
         4096, help="Context window of one conversation, in tokens (llama.cpp n_ctx per sequence)."
     ).tag(config=True)
 
-    threads = Int(0, help="CPU threads for generation; 0 lets llama.cpp choose.").tag(config=True)
+    threads = Int(
+        0,
+        help="CPU threads for generation; 0: the usable CPUs, at most 8. With few cores, one"
+        " fewer leaves a core to the HTTP server (measured on 2 cores: docs/performance).",
+    ).tag(config=True)
 
     gpu_layers = Int(
         0, help="Layers to offload to the GPU (llama.cpp n_gpu_layers; -1 for all)."
