@@ -131,6 +131,7 @@ class KVCosts:
         self.save_s: float | None = None
         self.load_s: float | None = None
         self.read_s: float | None = None  # reading and checking a file, per token
+        self.copy_s: float | None = None  # a copy between streams (save and load), per token
 
     @staticmethod
     def _mix(old: float | None, seconds: float, tokens: int) -> float:
@@ -151,6 +152,11 @@ class KVCosts:
         """Restoring a state of ``tokens`` tokens took ``seconds``."""
         if tokens > 0:
             self.load_s = self._mix(self.load_s, seconds, tokens)
+
+    def note_copy(self, tokens: int, seconds: float) -> None:
+        """Copying a ``tokens``-token state between streams took ``seconds``."""
+        if tokens > 0:
+            self.copy_s = self._mix(self.copy_s, seconds, tokens)
 
     def note_read(self, tokens: int, seconds: float) -> None:
         """Reading and checking the file of a ``tokens``-token state took ``seconds``."""
@@ -176,10 +182,14 @@ class KVCosts:
         return gain * self.eval_s > tokens * (copy + read)
 
     def copy_pays(self, gain: int, tokens: int) -> bool:
-        """Whether saving and restoring a ``tokens``-token state beats evaluating ``gain``."""
-        if self.eval_s is None or self.save_s is None:
+        """Whether copying a ``tokens``-token state between streams beats evaluating ``gain``.
+
+        Judged by measured copies only: a park's save goes into fresh memory, whose page
+        faults a copy (through the buffer the engine keeps) does not pay.
+        """
+        if self.eval_s is None or self.copy_s is None:
             return gain * RESTORE_TOKENS_PER_SAVED >= tokens
-        return gain * self.eval_s > tokens * (self.save_s + (self.load_s or self.save_s))
+        return gain * self.eval_s > tokens * self.copy_s
 
     def park_pays(self) -> bool:
         """Whether saving and later restoring costs less than evaluating again (True unmeasured)."""

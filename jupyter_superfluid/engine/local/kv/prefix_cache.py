@@ -160,7 +160,9 @@ class PrefixCache(Restoring, WriteBehind):
             self._park(best, above=best_lcp)  # the only idle slot: keep its branch, then trim
             return self._claim(best, best_lcp, None)
         self._vacate(target)
+        started = time.perf_counter()
         self._memory.copy(best.seq_id, target.seq_id, best_lcp)
+        self.costs.note_copy(len(best.tokens), time.perf_counter() - started)
         target.tokens = best.tokens[:best_lcp]
         target.keep = min(best.keep, best_lcp)
         target.persisted = min(best.persisted, best_lcp)
