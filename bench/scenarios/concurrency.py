@@ -53,25 +53,26 @@ async def _measure(ctx: Context, servers: dict[str, Server | None]) -> dict[str,
     """Per server and stream count: aggregate rates, errors, TTFTs.
 
     Each superfluid burst is followed by the same burst on the others, so a burst
-    of load from elsewhere hits them alike. ``out["front"][0]``: the CPU milliseconds
-    superfluid's server process (not its engine process) spent per streamed token.
+    of load from elsewhere hits them alike. Each entry also has the CPU seconds of the
+    server's own process (superfluid's: its HTTP server, not its engine process) and
+    the tokens it streamed.
     """
     out: dict[str, dict[int, Any]] = {key: {} for key in KEYS}
-    front = [0.0, 0]  # CPU seconds of superfluid's server process, tokens it streamed
     for n in ctx.cfg.concurrency:
         acc: dict[str, tuple[list[float], list[int], list[float], list[int]]] = {
             key: ([], [], [], []) for key in KEYS
         }
+        cpu = dict.fromkeys(KEYS, 0.0)
+        streamed = dict.fromkeys(KEYS, 0)
         for rep in range(ctx.cfg.reps):
             for key in KEYS:
                 server = servers.get(key)
                 if server is None:
                     continue
-                cpu = cpu_seconds(server.pid)
+                before = cpu_seconds(server.pid)
                 wall, tokens, errs, results = await _burst(ctx, server, n, rep)
-                if key == "sf":
-                    front[0] += cpu_seconds(server.pid) - cpu
-                    front[1] += tokens
+                cpu[key] += cpu_seconds(server.pid) - before
+                streamed[key] += tokens
                 acc[key][0].append(tokens / wall)
                 acc[key][1].append(errs)
                 acc[key][2].extend(r.ttft for r in results if r.ttft is not None)
@@ -80,7 +81,7 @@ async def _measure(ctx: Context, servers: dict[str, Server | None]) -> dict[str,
             if servers.get(key) is not None:
                 rates, errors, ttfts, cached = acc[key]
                 out[key][n] = _entry(rates, sum(errors), ttfts, sum(cached))
-    out["front"] = {0: 1000 * front[0] / front[1] if front[1] else None}
+                out[key][n] |= {"process_cpu_s": cpu[key], "tokens": streamed[key]}
     return out
 
 
@@ -209,8 +210,9 @@ def _one_thread_note(
         f"{n} streams {times(_ratio(spare['sf'][n], spare['ls'].get(n)))}"
         for n in ctx.cfg.concurrency
     )
-    front = got["front"][0]
-    spent = "-" if front is None else f"{front:.2f}"
+    seconds = sum(e["process_cpu_s"] for e in got["sf"].values())
+    tokens = sum(e["tokens"] for e in got["sf"].values())
+    spent = f"{1000 * seconds / tokens:.2f}" if tokens else "-"
     return (
         f"superfluid's HTTP server, a Python process, spent {spent} ms of CPU per streamed"
         " token (engine frames in, SSE out), on the cores that llama.cpp's"
