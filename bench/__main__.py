@@ -15,7 +15,7 @@ def _parser() -> argparse.ArgumentParser:
     """The command line."""
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     p.add_argument("--tiny", action="store_true", help="the tiny model, one repetition")
-    p.add_argument("--reps", type=int, help="measured repetitions per point")
+    p.add_argument("--reps", type=int, help="measured repetitions per point (rates too)")
     p.add_argument(
         "--scenario",
         action="append",
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.reps:
         from dataclasses import replace
 
-        cfg = replace(cfg, reps=args.reps)
+        cfg = replace(cfg, reps=args.reps, rate_reps=args.reps)
     binary = None
     if args.with_llama_server:
         from jupyter_superfluid.engine.remote.build import ensure_llama_server

@@ -64,7 +64,7 @@ async def _measure(ctx: Context, servers: dict[str, Server | None]) -> dict[str,
         }
         cpu = dict.fromkeys(KEYS, 0.0)
         streamed = dict.fromkeys(KEYS, 0)
-        for rep in range(ctx.cfg.reps):
+        for rep in range(ctx.cfg.rate_reps):
             for key in KEYS:
                 server = servers.get(key)
                 if server is None:
@@ -165,6 +165,10 @@ async def run(ctx: Context) -> Section:
         section.data["one_thread"] = {}
         _rows(ctx, section, spare, ", 1 thread")
         section.notes.append(_one_thread_note(ctx, got, spare))
+    section.notes.append(
+        f"{ctx.cfg.rate_reps} repetitions per point, each superfluid burst followed by the "
+        "same burst on the others; a rate is the median over them."
+    )
     section.notes.append(
         "Prompt tokens served from cache, all repetitions (superfluid / llama-server): "
         + "; ".join(

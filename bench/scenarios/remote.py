@@ -101,7 +101,7 @@ async def _measure(ctx: Context, count: int) -> dict[str, Any] | None:
         async with ctx.http() as http:
             ours, theirs = await _build(ctx, http, sf, alone, count)
             res["history"] = median_of([c.tokens for c in ours])
-            for rnd in range(ctx.cfg.interleaved_rounds):
+            for rnd in range(ctx.cfg.remote_rounds):
                 for i in range(count):
                     user = _user(ctx, i, rnd)
                     res["superfluid"].append(await _sf_turn(http, sf, ours[i], user, rnd))
@@ -152,7 +152,7 @@ async def run(ctx: Context) -> Section:
     if not section.data:
         section.notes.append("not run: pass --with-llama-server to build and compare with it")
     section.notes.append(
-        f"{ctx.cfg.interleaved_rounds} rounds per count; superfluid continues by "
+        f"{ctx.cfg.remote_rounds} rounds per count; superfluid continues by "
         "previous_response_id, llama-server alone gets the conversation resent whole. "
         "Superfluid adds an HTTP hop, its own rendering and /tokenize calls to the remote."
     )

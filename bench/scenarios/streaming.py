@@ -132,7 +132,7 @@ async def _measure(ctx: Context, user: str) -> dict[str, list[float]]:
         for seam in seams.values():
             await seam.rate(0)
         async with ctx.http() as http:
-            for rep in range(ctx.cfg.reps):
+            for rep in range(ctx.cfg.rate_reps):
                 rates["raw"].append(raw.rate(rep + 1))
                 r = await sf_whole(http, server, conv, user, max_tokens=n, seed=rep)
                 rates["sf"].extend([x] if (x := r.decode_rate()) else [])
