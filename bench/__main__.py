@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.reps:
         from dataclasses import replace
 
-        cfg = replace(cfg, reps=args.reps, rate_reps=args.reps)
+        cfg = replace(cfg, reps=args.reps, rate_reps=args.reps, warm_reps=args.reps)
     binary = None
     if args.with_llama_server:
         from jupyter_superfluid.engine.remote.build import ensure_llama_server

@@ -73,6 +73,7 @@ class BenchConfig:
     threads: int = field(default_factory=_threads)
     n_batch: int = 512
     reps: int = 3  # measured repetitions per point (after a warm-up)
+    warm_reps: int = 5  # warm turns per history length (the lone-turn target is a ratio of two)
     # Decode rates vary ~10% run to run on 2 cores, and their targets sit at 1.0 x: the
     # streaming and throughput points take more samples than the TTFT points' ``reps``.
     rate_reps: int = 7
@@ -119,6 +120,7 @@ def tiny() -> BenchConfig:
         cache_slots=4,
         reps=1,
         rate_reps=1,
+        warm_reps=1,
         cold_reps=1,
         histories=(128, 256),
         turn_tokens=8,

@@ -16,9 +16,9 @@ conversation resent:
   history is llama.cpp's own: attention over every cached token.
 
 Repetitions alternate between superfluid and its baselines, so a burst of load
-from elsewhere on a shared machine hits both sides alike. The same conversation
-and warm turns then run on a server that parks nothing (``--cache-ram 0
---cache-disk 0``).
+from elsewhere on a shared machine hits both sides alike. A second superfluid that
+parks nothing (``--cache-ram 0 --cache-disk 0``) grows the same conversation and takes
+each warm turn right after the first, so the two are measured alike, side by side.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ class Checkpoint:
     target: int
     conv: Conversation
     users: list[str]  # the new user message of each repetition
+    plain: Conversation  # the same conversation on the server that parks nothing
 
 
 @dataclass
@@ -64,21 +65,22 @@ class Measured:
     continued: dict[int, list[StreamResult]] = field(default_factory=dict)
     llama_cold: dict[int, list[StreamResult]] = field(default_factory=dict)
     cpp_continued: dict[int, list[StreamResult]] = field(default_factory=dict)
+    no_parking: dict[int, list[StreamResult]] = field(default_factory=dict)
 
 
 async def _checkpoint(
     ctx: Context,
     http: httpx.AsyncClient,
-    servers: tuple[Server, Server | None, Server | None],
+    servers: tuple[Server, Server, Server | None, Server | None],
     p: Checkpoint,
 ) -> dict[str, list[StreamResult]]:
     """Measure one checkpoint, each superfluid repetition next to its baselines'.
 
     Side by side, so a burst of load from elsewhere hits both sides alike.
     """
-    server, llama, cpp = servers
+    server, plain, llama, cpp = servers
     out = ctx.cfg.ttft_output_tokens
-    names = ("warm", "cold", "continued", "llama_cold", "cpp_continued")
+    names = ("warm", "cold", "continued", "llama_cold", "cpp_continued", "no_parking")
     t: dict[str, list[StreamResult]] = {name: [] for name in names}
     for resident in (llama, cpp):  # its cache now holds this conversation
         if resident is not None:
@@ -86,6 +88,10 @@ async def _checkpoint(
     for rep, user in enumerate(p.users):
         previous = p.conv.response_id or ""
         t["warm"].append(await sf_continue(http, server, previous, user, max_tokens=out, seed=rep))
+        plain_previous = p.plain.response_id or ""
+        t["no_parking"].append(
+            await sf_continue(http, plain, plain_previous, user, max_tokens=out, seed=rep)
+        )
         for name, other in (("continued", llama), ("cpp_continued", cpp)):
             if other is not None:
                 t[name].append(
@@ -110,61 +116,39 @@ async def _measure(ctx: Context) -> tuple[list[Checkpoint], Measured]:
     llama = await ctx.llama_cpp_server()
     cpp = await ctx.llama_server(1)
     server = await ctx.superfluid()
-    chain, points, measured = Conversation("chain"), [], Measured()
+    plain = await ctx.superfluid(extra=NO_PARKING)
+    chains = Conversation("chain"), Conversation("chain")
+    points, measured = [], Measured()
     try:
         async with ctx.http() as http:
             for i, target in enumerate(ctx.cfg.histories):
-                size = max(16, target - chain.tokens - REPLY_ALLOWANCE)
-                await sf_build_turn(http, server, chain, ctx.tokenizer.text(size, seed=1000 + i))
-                snapshot = chain.copy(f"h{target}")
-                snapshot.tokens = chain.tokens
+                size = max(16, target - chains[0].tokens - REPLY_ALLOWANCE)
+                text = ctx.tokenizer.text(size, seed=1000 + i)
+                for on, chain in zip((server, plain), chains, strict=True):
+                    await sf_build_turn(http, on, chain, text)
+                snapshot, plain_snapshot = (c.copy(f"h{target}") for c in chains)
+                snapshot.tokens = chains[0].tokens
                 users = [
                     ctx.tokenizer.text(ctx.cfg.turn_tokens, seed=5000 + 100 * i + rep)
-                    for rep in range(ctx.cfg.reps)
+                    for rep in range(ctx.cfg.warm_reps)
                 ]
-                points.append(Checkpoint(target, snapshot, users))
+                points.append(Checkpoint(target, snapshot, users, plain_snapshot))
                 for name, results in (
-                    await _checkpoint(ctx, http, (server, llama, cpp), points[-1])
+                    await _checkpoint(ctx, http, (server, plain, llama, cpp), points[-1])
                 ).items():
                     getattr(measured, name)[target] = results
-                ctx.log(f"warm: checkpoint at {chain.tokens} tokens measured")
+                ctx.log(f"warm: checkpoint at {chains[0].tokens} tokens measured")
     finally:
         server.stop()
+        plain.stop()
         if cpp is not None:
             cpp.stop()
     return points, measured
 
 
-async def _no_parking(ctx: Context, points: list[Checkpoint]) -> dict[int, list[StreamResult]]:
-    """The same conversation and warm turns on a server that parks nothing."""
-    server = await ctx.superfluid(extra=NO_PARKING)
-    chain, out = Conversation("chain"), {}
-    try:
-        async with ctx.http() as http:
-            for i, p in enumerate(points):
-                size = max(16, p.target - chain.tokens - REPLY_ALLOWANCE)
-                await sf_build_turn(http, server, chain, ctx.tokenizer.text(size, seed=1000 + i))
-                out[p.target] = [
-                    await sf_continue(
-                        http,
-                        server,
-                        chain.response_id or "",
-                        user,
-                        max_tokens=ctx.cfg.ttft_output_tokens,
-                        seed=rep,
-                    )
-                    for rep, user in enumerate(p.users)
-                ]
-    finally:
-        server.stop()
-    ctx.log("warm: measured without parking")
-    return out
-
-
 async def run(ctx: Context) -> Section:
     """Measure warm continuation against cold resends; one table row per history length."""
     points, m = await _measure(ctx)
-    plain = await _no_parking(ctx, points)
     section = Section(
         id="warm",
         title="1. Warm continuation: TTFT of turn N by history length",
@@ -186,7 +170,7 @@ async def run(ctx: Context) -> Section:
     )
     for p in points:
         data = _point(p, m)
-        data["warm_no_parking"] = ttft_summary(plain[p.target])
+        data["warm_no_parking"] = ttft_summary(m.no_parking[p.target])
         section.data[str(p.target)] = data
         section.rows.append(
             [
