@@ -30,6 +30,7 @@ import httpx
 from bench.client import StreamResult
 from bench.context import Context
 from bench.conversation import Conversation, nonce
+from bench.engine_counters import counted, described
 from bench.scenarios.common import (
     Section,
     cold_turn,
@@ -66,6 +67,8 @@ class Measured:
     llama_cold: dict[int, list[StreamResult]] = field(default_factory=dict)
     cpp_continued: dict[int, list[StreamResult]] = field(default_factory=dict)
     no_parking: dict[int, list[StreamResult]] = field(default_factory=dict)
+    # The engine's KV operations during the measured turns, per checkpoint, of each server.
+    kv_ops: dict[int, dict[str, dict[str, int]]] = field(default_factory=dict)
 
 
 async def _checkpoint(
@@ -73,10 +76,12 @@ async def _checkpoint(
     http: httpx.AsyncClient,
     servers: tuple[Server, Server, Server | None, Server | None],
     p: Checkpoint,
+    ops: dict[str, dict[str, int]],
 ) -> dict[str, list[StreamResult]]:
     """Measure one checkpoint, each superfluid repetition next to its baselines'.
 
-    Side by side, so a burst of load from elsewhere hits both sides alike.
+    Side by side, so a burst of load from elsewhere hits both sides alike. ``ops``
+    gets the KV operations of the two superfluid servers' measured turns.
     """
     server, plain, llama, cpp = servers
     out = ctx.cfg.ttft_output_tokens
@@ -87,11 +92,10 @@ async def _checkpoint(
             await chat_whole(http, resident, p.conv, "prime", max_tokens=1, seed=0)
     for rep, user in enumerate(p.users):
         previous = p.conv.response_id or ""
-        t["warm"].append(await sf_continue(http, server, previous, user, max_tokens=out, seed=rep))
-        plain_previous = p.plain.response_id or ""
-        t["no_parking"].append(
-            await sf_continue(http, plain, plain_previous, user, max_tokens=out, seed=rep)
-        )
+        turn = sf_continue(http, server, previous, user, max_tokens=out, seed=rep)
+        t["warm"].append(await counted(http, server, ops["warm"], turn))
+        turn = sf_continue(http, plain, p.plain.response_id or "", user, max_tokens=out, seed=rep)
+        t["no_parking"].append(await counted(http, plain, ops["no_parking"], turn))
         for name, other in (("continued", llama), ("cpp_continued", cpp)):
             if other is not None:
                 t[name].append(
@@ -133,8 +137,10 @@ async def _measure(ctx: Context) -> tuple[list[Checkpoint], Measured]:
                     for rep in range(ctx.cfg.warm_reps)
                 ]
                 points.append(Checkpoint(target, snapshot, users, plain_snapshot))
+                ops: dict[str, dict[str, int]] = {"warm": {}, "no_parking": {}}
+                measured.kv_ops[target] = ops
                 for name, results in (
-                    await _checkpoint(ctx, http, (server, plain, llama, cpp), points[-1])
+                    await _checkpoint(ctx, http, (server, plain, llama, cpp), points[-1], ops)
                 ).items():
                     getattr(measured, name)[target] = results
                 ctx.log(f"warm: checkpoint at {chains[0].tokens} tokens measured")
@@ -189,6 +195,16 @@ async def run(ctx: Context) -> Section:
             ]
         )
     _judge(section, points)
+    section.data["kv_ops"] = {str(k): v for k, v in m.kv_ops.items()}
+    section.notes.append(
+        "The engine's KV operations during the measured warm turns, with parking / without: "
+        + "; ".join(
+            f"at {p.conv.tokens} tokens {described(m.kv_ops[p.target]['warm'])} / "
+            f"{described(m.kv_ops[p.target]['no_parking'])}"
+            for p in points
+        )
+        + "."
+    )
     return section
 
 
