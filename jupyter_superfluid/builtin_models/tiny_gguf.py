@@ -143,6 +143,7 @@ class Vocab:
     eos_token: str = EOS_TOKEN
     eog_tokens: tuple[str, ...] = ()  # up to two more end-of-generation tokens (eot, eom)
     fim: bool = False  # with the fill-in-the-middle tokens (FIM_TOKENS), last
+    add_bos: bool = False  # the tokenizer puts the BOS first (as Llama 3 and Gemma GGUFs do)
 
     @property
     def tokens(self) -> tuple[list[str], list[int], list[str]]:
@@ -252,7 +253,7 @@ def _write_metadata(
         w.add_uint32(keys.FIM_PRE_ID, pre)
         w.add_uint32(keys.FIM_SUF_ID, suf)
         w.add_uint32(keys.FIM_MID_ID, mid)
-    w.add_add_bos_token(False)
+    w.add_add_bos_token(vocab.add_bos)
     w.add_chat_template(chat_template)
 
 

@@ -13,6 +13,7 @@ import weakref
 from collections.abc import Sequence
 
 from jupyter_superfluid.engine.base import Engine
+from jupyter_superfluid.generation.prompt_tokens import strip_lead
 
 # Prefix, suffix, middle: Qwen/StarCoder, CodeLlama, DeepSeek.
 FIM_SPELLINGS = (
@@ -53,15 +54,15 @@ def _by_spelling(engine: Engine) -> tuple[int, int, int] | None:
 
 def _control_token(engine: Engine, text: str, lead: list[int]) -> int | None:
     """The id of ``text`` when it is one control token (one token only when parsed special)."""
-    special = _strip(engine.tokenize(text, special=True), lead)
+    special = strip_lead(engine.tokenize(text, special=True), lead)
     if len(special) != 1:
         return None
-    return special[0] if _strip(engine.tokenize(text, special=False), lead) != special else None
+    return special[0] if strip_lead(engine.tokenize(text, special=False), lead) != special else None
 
 
 def text_tokens(engine: Engine, text: str) -> list[int]:
     """Token ids of ``text`` as plain text: no BOS, control-token spellings not parsed."""
-    return _strip(engine.tokenize(text, special=False), engine.tokenize(""))
+    return strip_lead(engine.tokenize(text, special=False), engine.tokenize(""))
 
 
 def fim_prompt(
@@ -70,8 +71,3 @@ def fim_prompt(
     """``[BOS] <FIM_PRE> prefix <FIM_SUF> suffix <FIM_MID>`` (BOS when the model adds one)."""
     pre, suf, mid = fim
     return [*engine.tokenize(""), pre, *prefix, suf, *suffix, mid]
-
-
-def _strip(tokens: list[int], lead: list[int]) -> list[int]:
-    """``tokens`` without the ``lead`` (BOS) the tokenizer put first."""
-    return tokens[len(lead) :] if lead and tokens[: len(lead)] == lead else tokens

@@ -20,6 +20,7 @@ from jupyter_superfluid.chat.environment import TemplateRefusal
 from jupyter_superfluid.chat.types import ChatMessage, ToolSpec
 from jupyter_superfluid.engine.base import MediaRef
 from jupyter_superfluid.generation.media import describe, gather
+from jupyter_superfluid.generation.prompt_tokens import PromptTokens
 
 _PROBE = "\u2063superfluid-probe\u2063"
 
@@ -93,9 +94,9 @@ def message_item(message: ChatMessage) -> dict[str, Any]:
 class PromptBuilder:
     """Renders a turn with one model's codec and tokenizer."""
 
-    def __init__(self, codec: ChatCodec, tokenize: Any, tokenize_media: Any = None) -> None:
+    def __init__(self, codec: ChatCodec, tokens: PromptTokens, tokenize_media: Any = None) -> None:
         self.codec = codec
-        self.tokenize = tokenize
+        self.tokens = tokens  # pieces without the BOS; a prompt's first with it (blocking)
         # (text, media) → (placeholder token ids, media references); blocking
         self.tokenize_media = tokenize_media
 
@@ -123,20 +124,20 @@ class PromptBuilder:
         messages = head + rest
         text = self.render(messages, tools, kwargs, generation=True)
         if not self.codec.renders_per_message:
-            return _unforkable(text, self.tokenize(text), messages)
+            return _unforkable(text, self.tokens.prompt(text), messages)
         events: list[PromptEvent] = []
         done = ""
         for i in range(len(messages)):
             upto = self.render(messages[: i + 1], tools, kwargs, generation=False)
             kind = "head" if i == 0 and head else "input"
-            events.append(
-                PromptEvent(kind, message_item(messages[i]), self.tokenize(upto[len(done) :]))
-            )
+            piece = self.tokens.piece(upto[len(done) :])
+            first = self.tokens.start(piece) if i == 0 else piece
+            events.append(PromptEvent(kind, message_item(messages[i]), first))
             done = upto
         if not text.startswith(done):
-            return _unforkable(text, self.tokenize(text), messages)
+            return _unforkable(text, self.tokens.prompt(text), messages)
         tokens = [t for e in events for t in e.tokens]
-        gen_prompt = self.tokenize(text[len(done) :])
+        gen_prompt = self.tokens.piece(text[len(done) :])
         # The generation prompt is logged as the start of the output event.
         return Prompt(
             text, tokens + gen_prompt, events, messages, None, forkable=True, gen_prompt=gen_prompt
@@ -181,14 +182,13 @@ class PromptBuilder:
             upto = self.render(messages[: i + 1], tools, kwargs, generation=False)
             if not upto.startswith(done):
                 return None
-            events.append(
-                PromptEvent("input", message_item(messages[i]), self.tokenize(upto[len(done) :]))
-            )
+            piece = self.tokens.piece(upto[len(done) :])
+            events.append(PromptEvent("input", message_item(messages[i]), piece))
             done = upto
         if not text.startswith(done):
             return None
         new_tokens = [t for e in events for t in e.tokens]
-        gen_prompt = self.tokenize(text[len(done) :])
+        gen_prompt = self.tokens.piece(text[len(done) :])
         parent = (cont.session_id, cont.end) if cont.session_id else None
         return Prompt(
             text,
@@ -215,7 +215,7 @@ class PromptBuilder:
         except TemplateRefusal:
             return []
         tail = full[full.find(_PROBE) + len(_PROBE) :] if _PROBE in full else ""
-        return self.tokenize(tail[len(eos) :]) if tail.startswith(eos) and tail != eos else []
+        return self.tokens.piece(tail[len(eos) :]) if tail.startswith(eos) else []
 
     def closing(
         self,
@@ -237,7 +237,7 @@ class PromptBuilder:
         spoken = prompt.text + generated_text
         if not full.startswith(spoken):
             return None
-        return self.tokenize(full[len(spoken) :]) if len(full) > len(spoken) else []
+        return self.tokens.piece(full[len(spoken) :])
 
 
 def _unforkable(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -45,6 +45,7 @@ from jupyter_superfluid.errors import (
 from jupyter_superfluid.generation import media as media_input
 from jupyter_superfluid.generation.cache_salt import CacheSalts
 from jupyter_superfluid.generation.decode import TurnResult, run_generation
+from jupyter_superfluid.generation.prompt_tokens import prompt_tokens
 from jupyter_superfluid.generation.prompting import (
     Continuation,
     Prompt,
@@ -130,7 +131,9 @@ class ChatService:
         prior = continuation.messages if continuation is not None else ()
         media_input.check_kinds(media_input.gather(prior + request.messages), model.engine.info)
         builder = PromptBuilder(
-            codec, _tokenizer(model.engine), functools.partial(media_input.tokenize, model.engine)
+            codec,
+            prompt_tokens(model.engine),
+            functools.partial(media_input.tokenize, model.engine),
         )
         lead = (ChatMessage("system", request.instructions),) if request.instructions else ()
         # Rendering and tokenizing a long conversation is real work: off the event loop.
@@ -313,18 +316,6 @@ def assistant_message(items: list[OutputItem]) -> ChatMessage:
         if i.kind == "function_call"
     )
     return ChatMessage("assistant", text, reasoning=reasoning, tool_calls=calls)
-
-
-def _tokenizer(engine: Engine) -> Callable[[str], list[int]]:
-    """``engine.tokenize``; a remote engine that cannot be reached answers 503."""
-
-    def tokenize(text: str) -> list[int]:
-        try:
-            return engine.tokenize(text)
-        except EngineUnavailableError as err:
-            raise EngineUnavailable(str(err), code=err.code) from err
-
-    return tokenize
 
 
 def _check_logit_bias(request: ChatRequest, n_vocab: int) -> None:

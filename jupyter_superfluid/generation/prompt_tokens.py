@@ -1,0 +1,91 @@
+"""Prompt texts to token ids piece by piece, as one prompt: the model's BOS once, first.
+
+A prompt is tokenized in pieces (each message's rendering, the generation prompt, what
+the template writes after a reply), so that a stored session's tokens can be kept and
+only the new pieces added. An engine's ``tokenize`` puts a BOS first when the model asks
+for one (Llama 3, Gemma and Mistral GGUFs do), which is right for a whole prompt and
+wrong for every piece after the first. Here a piece is tokenized without it, and a
+prompt begins with exactly one: the template's own BOS text when it writes one (the
+engine's added BOS is dropped, as llama.cpp's server drops the template's), else the
+engine's.
+
+The pieces recur (a turn's generation prompt and closing, the messages of a conversation
+rendered again), so each model's pieces are remembered: a piece costs one tokenizer call
+(a round trip to the engine process or the remote) once, not once per turn.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from jupyter_superfluid.engine.base import Engine
+
+PIECES_REMEMBERED = 4096  # per model
+PIECE_CHARS_REMEMBERED = 16384  # longer pieces (a pasted file) are tokenized each time
+
+
+def strip_lead(tokens: list[int], lead: Sequence[int]) -> list[int]:
+    """``tokens`` without the ``lead`` (BOS) the tokenizer put first."""
+    n = len(lead)
+    return tokens[n:] if n and tokens[:n] == list(lead) else tokens
+
+
+class PromptTokens:
+    """One model's tokenizer as prompts use it: pieces without the BOS, remembered."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._lead: tuple[int, ...] | None = None
+        self._pieces: OrderedDict[str, tuple[int, ...]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def lead(self) -> tuple[int, ...]:
+        """What the tokenizer puts before any text (the BOS, or nothing); blocking once."""
+        if self._lead is None:
+            self._lead = tuple(self._engine.tokenize(""))
+        return self._lead
+
+    def piece(self, text: str) -> list[int]:
+        """Token ids of ``text`` inside a prompt, without the BOS (blocking)."""
+        if not text:
+            return []
+        with self._lock:
+            known = self._pieces.get(text)
+            if known is not None:
+                self._pieces.move_to_end(text)
+                return list(known)
+        tokens = strip_lead(self._engine.tokenize(text), self.lead)
+        if len(text) <= PIECE_CHARS_REMEMBERED:
+            with self._lock:
+                self._pieces[text] = tuple(tokens)
+                if len(self._pieces) > PIECES_REMEMBERED:
+                    self._pieces.popitem(last=False)
+        return tokens
+
+    def start(self, tokens: list[int]) -> list[int]:
+        """``tokens`` as the beginning of a prompt: led by the BOS once, where there is one."""
+        lead = list(self.lead)
+        if not lead or tokens[: len(lead)] == lead:
+            return tokens
+        return lead + tokens
+
+    def prompt(self, text: str) -> list[int]:
+        """Token ids of a whole prompt ``text``: the BOS once, then the text's (blocking)."""
+        return self.start(self.piece(text))
+
+
+_of: weakref.WeakKeyDictionary[Engine, PromptTokens] = weakref.WeakKeyDictionary()
+_of_lock = threading.Lock()
+
+
+def prompt_tokens(engine: Engine) -> PromptTokens:
+    """The prompt tokenizer of ``engine`` (one per engine, its pieces shared by its turns)."""
+    with _of_lock:
+        found = _of.get(engine)
+        if found is None:
+            found = _of[engine] = PromptTokens(engine)
+        return found
