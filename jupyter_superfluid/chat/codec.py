@@ -12,6 +12,7 @@ or HTTP.
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -76,6 +77,7 @@ class ChatCodec:
         self.reasoning_efforts: tuple[str, ...] = probes.reasoning_efforts(self)
         self.syntax = _template_syntax(self)
         self.renders_per_message: bool = probes.renders_per_message(self)
+        self._opens_reasoning: dict[str, bool] = {}  # per template arguments, found once
 
     @property
     def has_thinking_switch(self) -> bool:
@@ -164,6 +166,13 @@ class ChatCodec:
 
     def generation_opens_reasoning(self, template_kwargs: Mapping[str, Any] | None = None) -> bool:
         """True when the generation prompt leaves the model inside its reasoning."""
+        key = json.dumps(template_kwargs or {}, sort_keys=True, default=str)
+        known = self._opens_reasoning.get(key)
+        if known is None:
+            known = self._opens_reasoning[key] = self._probe_opens_reasoning(template_kwargs)
+        return known
+
+    def _probe_opens_reasoning(self, template_kwargs: Mapping[str, Any] | None) -> bool:
         found = self.syntax.reasoning if self.syntax else None
         if found is None or not found.close:
             return False

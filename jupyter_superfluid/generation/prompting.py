@@ -6,17 +6,27 @@ from its prefix cache. That is correct only when the spec's conditions hold
 (same model, a codec that renders each message on its own, a previous turn that
 ended normally, the same head). Otherwise the whole conversation is rendered
 afresh ("rebuilt") and the prefix cache still serves whatever matches.
+
+A template that renders earlier turns anew (Qwen3's drops their reasoning) cannot be
+forked, but what its prompt held before the generation prompt is still the start of
+the next prompt's text. Such a prompt records where that is (``PromptSplit``: the
+characters, the tokens, a digest of the text); the next turn *extends* it: when its
+text starts with the same characters, the stored tokens up to there are kept and only
+the rest (the reply as rendered again, the new messages) is tokenized.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
 from jupyter_superfluid.chat.codec import ChatCodec
 from jupyter_superfluid.chat.environment import TemplateRefusal
+from jupyter_superfluid.chat.syntax import markers
 from jupyter_superfluid.chat.types import ChatMessage, ToolSpec
 from jupyter_superfluid.engine.base import MediaRef
 from jupyter_superfluid.generation.media import describe, gather
@@ -57,6 +67,31 @@ class Prompt:
     forkable: bool  # its turns render per message, so it can be forked later
     gen_prompt: list[int] = field(default_factory=list)  # logged with the output event
     media: tuple[MediaRef, ...] = ()  # the engine's media; ``tokens`` holds placeholders
+    split: PromptSplit | None = None  # where the next turn's text may take over
+
+
+@dataclass(frozen=True)
+class PromptSplit:
+    """The start of a prompt that the next turn's prompt begins with: the text before
+    the generation prompt (its length and digest) and its token count."""
+
+    chars: int
+    tokens: int
+    digest: str
+
+    def to_meta(self) -> list[Any]:
+        """As a session's meta keeps it."""
+        return [self.chars, self.tokens, self.digest]
+
+    @classmethod
+    def from_meta(cls, value: Any) -> PromptSplit | None:
+        """From a session's meta (None if it holds none, or an unreadable one)."""
+        if not (isinstance(value, list) and len(value) == 3):
+            return None
+        chars, tokens, digest = value
+        if not (isinstance(chars, int) and isinstance(tokens, int) and isinstance(digest, str)):
+            return None
+        return cls(chars, tokens, digest)
 
 
 def head_key(instructions: str | None, tools: tuple[ToolSpec, ...], kwargs: dict) -> str:
@@ -124,7 +159,9 @@ class PromptBuilder:
         messages = head + rest
         text = self.render(messages, tools, kwargs, generation=True)
         if not self.codec.renders_per_message:
-            return _unforkable(text, self.tokens.prompt(text), messages)
+            tokens = self.tokens.prompt(text)
+            split = self._split(text, tokens, tools, kwargs)
+            return _unforkable(text, tokens, messages, split=split)
         events: list[PromptEvent] = []
         done = ""
         for i in range(len(messages)):
@@ -142,6 +179,41 @@ class PromptBuilder:
         return Prompt(
             text, tokens + gen_prompt, events, messages, None, forkable=True, gen_prompt=gen_prompt
         )
+
+    def extend(
+        self,
+        split: PromptSplit,
+        stored_tokens: list[int],
+        messages: tuple[ChatMessage, ...],
+        tools: tuple[ToolSpec, ...],
+        kwargs: dict,
+    ) -> Prompt | None:
+        """The whole conversation ``messages``, rendered, with the stored prompt's tokens
+        kept up to its ``split``; None when this text does not begin with that text."""
+        text = self.render(messages, tools, kwargs, generation=True)
+        if len(stored_tokens) < split.tokens or _digest(text[: split.chars]) != split.digest:
+            return None
+        tokens = stored_tokens[: split.tokens] + self.tokens.piece(text[split.chars :])
+        following = self._split(text, tokens, tools, kwargs)  # where the next turn takes over
+        return _unforkable(text, tokens, messages, split=following)
+
+    def _split(
+        self, text: str, tokens: list[int], tools: tuple[ToolSpec, ...], kwargs: dict
+    ) -> PromptSplit | None:
+        """Where the generation prompt begins in ``text`` and ``tokens``, if it begins with
+        a control token (the tokenizer cuts there: the ids before it are the same whatever
+        follows); None otherwise."""
+        opening = _generation_text(self.codec, tools, kwargs)
+        if not opening or not text.endswith(opening):
+            return None
+        marker = markers.SPECIAL_TOKEN.match(opening)
+        if marker is None or len(self.tokens.piece(marker.group(0))) != 1:
+            return None
+        tail = self.tokens.piece(opening)
+        if len(tail) >= len(tokens) or tokens[len(tokens) - len(tail) :] != tail:
+            return None
+        kept = text[: len(text) - len(opening)]
+        return PromptSplit(len(kept), len(tokens) - len(tail), _digest(kept))
 
     def with_media(
         self,
@@ -245,7 +317,38 @@ def _unforkable(
     tokens: list[int],
     messages: tuple[ChatMessage, ...],
     media: tuple[MediaRef, ...] = (),
+    split: PromptSplit | None = None,
 ) -> Prompt:
     """A prompt logged as one head event holding every message (it cannot be forked)."""
     event = PromptEvent("head", {"messages": [message_item(m) for m in messages]}, tokens)
-    return Prompt(text, tokens, [event], messages, None, forkable=False, media=media)
+    return Prompt(text, tokens, [event], messages, None, False, media=media, split=split)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+_openings: weakref.WeakKeyDictionary[ChatCodec, dict[str, str | None]] = weakref.WeakKeyDictionary()
+_openings_lock = threading.Lock()
+_OPENINGS_REMEMBERED = 256  # per model
+
+
+def _generation_text(codec: ChatCodec, tools: tuple[ToolSpec, ...], kwargs: dict) -> str | None:
+    """What the template's generation prompt appends (one probe render per tools and
+    template arguments, then remembered); None where the probe is refused."""
+    key = head_key(None, tools, kwargs)
+    with _openings_lock:
+        known = _openings.setdefault(codec, {})
+        if key in known:
+            return known[key]
+    try:
+        found: str | None = codec.generation_prompt(
+            (ChatMessage("user", "Hi"),), tools=tools, template_kwargs=kwargs
+        )
+    except (TemplateRefusal, ValueError):
+        found = None
+    with _openings_lock:
+        known[key] = found
+        if len(known) > _OPENINGS_REMEMBERED:  # tool lists are the clients': bounded
+            del known[next(iter(known))]
+    return found

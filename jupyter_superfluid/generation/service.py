@@ -51,6 +51,7 @@ from jupyter_superfluid.generation.prompting import (
     Prompt,
     PromptBuilder,
     PromptEvent,
+    PromptSplit,
     head_key,
     message_item,
 )
@@ -209,6 +210,10 @@ class ChatService:
             stored = self.store.session_tokens(cont.session_id, cont.end)
             prompt = builder.fork(cont, stored, lead, new, tools, kwargs)
         forked = prompt is not None
+        split = _split_of(cont, head, model_id) if prompt is None else None
+        if split is not None and cont is not None and cont.session_id is not None:
+            stored = self.store.session_tokens(cont.session_id, cont.end)
+            prompt = builder.extend(split, stored, lead + prior + new, tools, kwargs)
         if prompt is None:
             prompt = builder.fresh(lead, prior + new, tools, kwargs)
         return prompt, forked, builder.expected_closing(prompt, tools, kwargs)
@@ -287,6 +292,8 @@ class ChatService:
             "forkable": closing is not None,
             "forked": turn.forked,
         }
+        if turn.prompt.split is not None:
+            meta["split"] = turn.prompt.split.to_meta()
         parent_id, parent_len = turn.prompt.parent or (None, 0)
         session = NewSession(
             id=new_id("sess"),
@@ -316,6 +323,18 @@ def assistant_message(items: list[OutputItem]) -> ChatMessage:
         if i.kind == "function_call"
     )
     return ChatMessage("assistant", text, reasoning=reasoning, tool_calls=calls)
+
+
+def _split_of(cont: Continuation | None, head: str, model_id: str) -> PromptSplit | None:
+    """Where a stored turn's prompt can be extended: a whole prompt of this model and head
+    (where a fork can be taken, it is). Only its prompt is kept, so a reply the token cap
+    cut is no hindrance: the reply is rendered again from its stored items."""
+    if cont is None or not cont.session_id:
+        return None
+    meta = cont.meta
+    if meta.get("model") != model_id or meta.get("head") != head:
+        return None
+    return PromptSplit.from_meta(meta.get("split"))
 
 
 def _check_logit_bias(request: ChatRequest, n_vocab: int) -> None:
