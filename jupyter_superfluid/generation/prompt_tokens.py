@@ -9,22 +9,18 @@ prompt begins with exactly one: the template's own BOS text when it writes one (
 engine's added BOS is dropped, as llama.cpp's server drops the template's), else the
 engine's.
 
-The pieces recur (a turn's generation prompt and closing, the messages of a conversation
-rendered again), so each model's pieces are remembered: a piece costs one tokenizer call
-(a round trip to the engine process or the remote) once, not once per turn.
+Pieces are not remembered here: a remote engine remembers the texts it tokenized (each
+is a round trip over the network), and a turn's call into the engine process is also
+how a turn that follows a crash finds the process gone and waits for its restart.
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Sequence
 
 from jupyter_superfluid.engine.base import Engine
-
-PIECES_REMEMBERED = 4096  # per model
-PIECE_CHARS_REMEMBERED = 16384  # longer pieces (a pasted file) are tokenized each time
 
 
 def strip_lead(tokens: list[int], lead: Sequence[int]) -> list[int]:
@@ -34,13 +30,11 @@ def strip_lead(tokens: list[int], lead: Sequence[int]) -> list[int]:
 
 
 class PromptTokens:
-    """One model's tokenizer as prompts use it: pieces without the BOS, remembered."""
+    """One model's tokenizer as prompts use it: pieces without the BOS."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._lead: tuple[int, ...] | None = None
-        self._pieces: OrderedDict[str, tuple[int, ...]] = OrderedDict()
-        self._lock = threading.Lock()
 
     @property
     def lead(self) -> tuple[int, ...]:
@@ -53,18 +47,7 @@ class PromptTokens:
         """Token ids of ``text`` inside a prompt, without the BOS (blocking)."""
         if not text:
             return []
-        with self._lock:
-            known = self._pieces.get(text)
-            if known is not None:
-                self._pieces.move_to_end(text)
-                return list(known)
-        tokens = strip_lead(self._engine.tokenize(text), self.lead)
-        if len(text) <= PIECE_CHARS_REMEMBERED:
-            with self._lock:
-                self._pieces[text] = tuple(tokens)
-                if len(self._pieces) > PIECES_REMEMBERED:
-                    self._pieces.popitem(last=False)
-        return tokens
+        return strip_lead(self._engine.tokenize(text), self.lead)
 
     def start(self, tokens: list[int]) -> list[int]:
         """``tokens`` as the beginning of a prompt: led by the BOS once, where there is one."""
@@ -83,7 +66,7 @@ _of_lock = threading.Lock()
 
 
 def prompt_tokens(engine: Engine) -> PromptTokens:
-    """The prompt tokenizer of ``engine`` (one per engine, its pieces shared by its turns)."""
+    """The prompt tokenizer of ``engine`` (one per engine: its BOS is found once)."""
     with _of_lock:
         found = _of.get(engine)
         if found is None:
