@@ -10,12 +10,22 @@ conversation resent whole through its own ``/v1/chat/completions``, with a
 ``cache_salt`` of its own so the two sides never share cache hits. Each superfluid turn
 is followed by the same turn on vLLM alone, so a burst of load hits both alike.
 
+vLLM on CPU binds its compute thread to a core and leaves the others to everything
+else (its documented layout: ``VLLM_CPU_OMP_THREADS_BIND``). Other processes that land
+on that core preempt its forward passes: superfluid and the bench's client on it made a
+turn 25 or 60 ms by chance, alike on both sides (medians of vLLM alone 26-65 ms run to
+run). Here vLLM's compute gets the first core, and the bench's client and superfluid
+(started from it) the rest, as such a deployment would place them.
+
 Needs the vLLM venv (``jupyter superfluid build-vllm``); without it the scenario says so.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -104,39 +114,72 @@ async def _alone_turn(
     return result
 
 
+def _layout() -> tuple[dict[str, str], list[int] | None]:
+    """vLLM's compute core (as its environment names it), and the cores for the rest;
+    nothing is laid out on a single core."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        return {}, None
+    return {"VLLM_CPU_OMP_THREADS_BIND": str(cores[0])}, cores[1:]
+
+
+@contextlib.contextmanager
+def _on(cores: list[int] | None) -> Iterator[None]:
+    """This process, and what it starts meanwhile, on ``cores`` (None: where it was)."""
+    before = os.sched_getaffinity(0)
+    if cores is not None:
+        os.sched_setaffinity(0, cores)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
 async def _measure(
     ctx: Context, count: int, words: int, rounds: int
 ) -> dict[str, list[StreamResult]]:
     """Build ``count`` conversations on each side, then continue them round-robin."""
     python = vllm_python()
-    log = ctx.workdir / "vllm.log"
-    vllm = VllmServer(python, ensure_vllm_model(python), servers.free_port(), log).start()
+    bind, rest = _layout()
+    model = ensure_vllm_model(python)
+    vllm = VllmServer(python, model, servers.free_port(), ctx.workdir / "vllm.log", env=bind)
+    vllm.start()  # before this process moves: vLLM lays out its own threads
     assert vllm.process is not None
     memory.watch("vllm", vllm.process)
-    spec = f"vllm:{vllm.url}#tokenizer={vllm.model}"
-    sf = servers.start_superfluid_remote(spec, ctx.workdir, name="vllm")
-    out: dict[str, list[StreamResult]] = {"superfluid": [], "alone": []}
     try:
-        async with ctx.http() as http:
-            ours: list[dict[str, Any]] = [{} for _ in range(count)]
-            theirs: list[list[dict[str, str]]] = [[] for _ in range(count)]
-            for i in range(count):  # the histories (not measured)
-                history = _text(words, 3000 + i)
-                await _sf_turn(http, sf, ours[i], history, i)
-                await _alone_turn(http, vllm, theirs[i], history, i)
-            ctx.log(f"vllm: {count} conversations built")
-            for rnd in range(1, WARM_ROUNDS + rounds + 1):
-                for i in range(count):
-                    user, seed = _text(12, 30_000 + 100 * i + rnd), 100 * rnd + i
-                    ours_turn = await _sf_turn(http, sf, ours[i], user, seed)
-                    their_turn = await _alone_turn(http, vllm, theirs[i], user, seed)
-                    if rnd > WARM_ROUNDS:
-                        out["superfluid"].append(ours_turn)
-                        out["alone"].append(their_turn)
-        ctx.log(f"vllm: {count} conversations measured")
+        with _on(rest):
+            spec = f"vllm:{vllm.url}#tokenizer={vllm.model}"
+            sf = servers.start_superfluid_remote(spec, ctx.workdir, name="vllm")
+            try:
+                return await _rounds(ctx, sf, vllm, count, words, rounds)
+            finally:
+                sf.stop()
     finally:
-        sf.stop()
         vllm.stop()
+
+
+async def _rounds(
+    ctx: Context, sf: Server, vllm: VllmServer, count: int, words: int, rounds: int
+) -> dict[str, list[StreamResult]]:
+    """The histories (not measured), then the rounds of continued turns, alternating."""
+    out: dict[str, list[StreamResult]] = {"superfluid": [], "alone": []}
+    async with ctx.http() as http:
+        ours: list[dict[str, Any]] = [{} for _ in range(count)]
+        theirs: list[list[dict[str, str]]] = [[] for _ in range(count)]
+        for i in range(count):
+            history = _text(words, 3000 + i)
+            await _sf_turn(http, sf, ours[i], history, i)
+            await _alone_turn(http, vllm, theirs[i], history, i)
+        ctx.log(f"vllm: {count} conversations built")
+        for rnd in range(1, WARM_ROUNDS + rounds + 1):
+            for i in range(count):
+                user, seed = _text(12, 30_000 + 100 * i + rnd), 100 * rnd + i
+                ours_turn = await _sf_turn(http, sf, ours[i], user, seed)
+                their_turn = await _alone_turn(http, vllm, theirs[i], user, seed)
+                if rnd > WARM_ROUNDS:
+                    out["superfluid"].append(ours_turn)
+                    out["alone"].append(their_turn)
+    ctx.log(f"vllm: {count} conversations measured")
     return out
 
 

@@ -66,6 +66,7 @@ class VllmServer:
     port: int
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
+    env: dict[str, str] | None = None  # more environment (e.g. VLLM_CPU_OMP_THREADS_BIND)
 
     @property
     def url(self) -> str:
@@ -95,7 +96,7 @@ class VllmServer:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env=vllm_environment(),
+                env={**vllm_environment(), **(self.env or {})},
                 start_new_session=True,  # its engine-core child is stopped with it
             )
         deadline = time.monotonic() + START_TIMEOUT_S
