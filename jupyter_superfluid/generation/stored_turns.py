@@ -24,7 +24,7 @@ from jupyter_superfluid.chat.types import (
     PromptProcessed,
 )
 from jupyter_superfluid.errors import InvalidRequest, NotFound, generation_error
-from jupyter_superfluid.generation.continuation import load_continuation
+from jupyter_superfluid.generation.continuation import StoredMessages, load_continuation
 from jupyter_superfluid.generation.items import preview, with_ids
 from jupyter_superfluid.generation.prompting import Continuation
 from jupyter_superfluid.generation.service import ChatService, Turn
@@ -127,6 +127,7 @@ class StoredTurns:
     def __init__(self, chat: ChatService, store: Store) -> None:
         self.chat = chat
         self.store = store
+        self._messages = StoredMessages()  # stored conversations, read and checked once
 
     async def continuation(
         self, previous_id: str | None, owner: str | None
@@ -134,7 +135,7 @@ class StoredTurns:
         """The stored conversation ``previous_id`` continues (none without one), or a 400."""
         if previous_id is None:
             return None, None
-        found = await load_continuation(self.store, previous_id, owner)
+        found = await load_continuation(self.store, previous_id, owner, self._messages)
         if found is None:
             raise previous_not_found(previous_id)
         return found
