@@ -11,7 +11,8 @@ engine's.
 
 Pieces are not remembered here: a remote engine remembers the texts it tokenized (each
 is a round trip over the network), and a turn's call into the engine process is also
-how a turn that follows a crash finds the process gone and waits for its restart.
+how a turn that follows a crash finds the process gone and waits for its restart. Only
+what the template itself writes (its generation prompt, a marker) is, once per model.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import weakref
 from collections.abc import Sequence
 
 from jupyter_superfluid.engine.base import Engine
+
+CONSTANTS_REMEMBERED = 64  # per model: generation prompts (per template arguments), markers
 
 
 def strip_lead(tokens: list[int], lead: Sequence[int]) -> list[int]:
@@ -35,6 +38,8 @@ class PromptTokens:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._lead: tuple[int, ...] | None = None
+        self._constants: dict[str, tuple[int, ...]] = {}
+        self._lock = threading.Lock()
 
     @property
     def lead(self) -> tuple[int, ...]:
@@ -48,6 +53,18 @@ class PromptTokens:
         if not text:
             return []
         return strip_lead(self._engine.tokenize(text), self.lead)
+
+    def constant(self, text: str) -> list[int]:
+        """``piece(text)`` for a text the template writes itself, remembered (blocking once)."""
+        with self._lock:
+            known = self._constants.get(text)
+        if known is None:
+            known = tuple(self.piece(text))
+            with self._lock:
+                if len(self._constants) >= CONSTANTS_REMEMBERED:
+                    self._constants.clear()
+                self._constants[text] = known
+        return list(known)
 
     def start(self, tokens: list[int]) -> list[int]:
         """``tokens`` as the beginning of a prompt: led by the BOS once, where there is one."""

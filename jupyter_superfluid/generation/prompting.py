@@ -174,7 +174,7 @@ class PromptBuilder:
         if not text.startswith(done):
             return _unforkable(text, self.tokens.prompt(text), messages)
         tokens = [t for e in events for t in e.tokens]
-        gen_prompt = self.tokens.piece(text[len(done) :])
+        gen_prompt = self.tokens.constant(text[len(done) :])  # the generation prompt
         # The generation prompt is logged as the start of the output event.
         return Prompt(
             text, tokens + gen_prompt, events, messages, None, forkable=True, gen_prompt=gen_prompt
@@ -207,9 +207,9 @@ class PromptBuilder:
         if not opening or not text.endswith(opening):
             return None
         marker = markers.SPECIAL_TOKEN.match(opening)
-        if marker is None or len(self.tokens.piece(marker.group(0))) != 1:
+        if marker is None or len(self.tokens.constant(marker.group(0))) != 1:
             return None
-        tail = self.tokens.piece(opening)
+        tail = self.tokens.constant(opening)
         if len(tail) >= len(tokens) or tokens[len(tokens) - len(tail) :] != tail:
             return None
         kept = text[: len(text) - len(opening)]
@@ -260,7 +260,7 @@ class PromptBuilder:
         if not text.startswith(done):
             return None
         new_tokens = [t for e in events for t in e.tokens]
-        gen_prompt = self.tokens.piece(text[len(done) :])
+        gen_prompt = self.tokens.constant(text[len(done) :])  # the generation prompt
         parent = (cont.session_id, cont.end) if cont.session_id else None
         return Prompt(
             text,
@@ -287,7 +287,7 @@ class PromptBuilder:
         except TemplateRefusal:
             return []
         tail = full[full.find(_PROBE) + len(_PROBE) :] if _PROBE in full else ""
-        return self.tokens.piece(tail[len(eos) :]) if tail.startswith(eos) else []
+        return self.tokens.constant(tail[len(eos) :]) if tail.startswith(eos) else []
 
     def closing(
         self,
@@ -309,7 +309,7 @@ class PromptBuilder:
         spoken = prompt.text + generated_text
         if not full.startswith(spoken):
             return None
-        return self.tokens.piece(full[len(spoken) :])
+        return self.tokens.constant(full[len(spoken) :])  # what the template writes after
 
 
 def _unforkable(
