@@ -49,6 +49,9 @@ from jupyter_superfluid.chat.types import ChatMessage, ToolSpec
 _THINKING_OFF = frozenset({"none", "minimal"})
 
 
+OPENINGS_REMEMBERED = 256  # generation prompts a codec keeps (per tools and arguments)
+
+
 class ChatCodec:
     """One chat template, rendered HF-style, with properties found by probing it."""
 
@@ -78,6 +81,7 @@ class ChatCodec:
         self.syntax = _template_syntax(self)
         self.renders_per_message: bool = probes.renders_per_message(self)
         self._opens_reasoning: dict[str, bool] = {}  # per template arguments, found once
+        self._openings: dict[str, str | None] = {}  # per tools and arguments, found once
 
     @property
     def has_thinking_switch(self) -> bool:
@@ -163,6 +167,33 @@ class ChatCodec:
         if not with_prompt.startswith(without):
             raise ValueError("the generation prompt does not extend the conversation's render")
         return with_prompt[len(without) :]
+
+    def generation_opening(
+        self, tools: Sequence[ToolSpec] = (), template_kwargs: Mapping[str, Any] | None = None
+    ) -> str | None:
+        """What the generation prompt appends, found on a one-message probe once per tools
+        and template arguments; None where the template refuses the probe."""
+        key = json.dumps(
+            [
+                template_kwargs or {},
+                [[t.qualified_name, t.description, t.parameters] for t in tools],
+            ],
+            sort_keys=True,
+            default=str,
+        )
+        if key in self._openings:
+            return self._openings[key]
+        probe = (ChatMessage(role="user", content="Hi"),)
+        try:
+            found: str | None = self.generation_prompt(
+                probe, tools=tools, template_kwargs=template_kwargs
+            )
+        except (TemplateRefusal, ValueError):
+            found = None
+        if len(self._openings) >= OPENINGS_REMEMBERED:  # tool lists are the clients': bounded
+            self._openings.clear()
+        self._openings[key] = found
+        return found
 
     def generation_opens_reasoning(self, template_kwargs: Mapping[str, Any] | None = None) -> bool:
         """True when the generation prompt leaves the model inside its reasoning."""

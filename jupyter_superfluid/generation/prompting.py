@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
-import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -203,7 +201,7 @@ class PromptBuilder:
         """Where the generation prompt begins in ``text`` and ``tokens``, if it begins with
         a control token (the tokenizer cuts there: the ids before it are the same whatever
         follows); None otherwise."""
-        opening = _generation_text(self.codec, tools, kwargs)
+        opening = self.codec.generation_opening(tools, kwargs)
         if not opening or not text.endswith(opening):
             return None
         marker = markers.SPECIAL_TOKEN.match(opening)
@@ -326,29 +324,3 @@ def _unforkable(
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-_openings: weakref.WeakKeyDictionary[ChatCodec, dict[str, str | None]] = weakref.WeakKeyDictionary()
-_openings_lock = threading.Lock()
-_OPENINGS_REMEMBERED = 256  # per model
-
-
-def _generation_text(codec: ChatCodec, tools: tuple[ToolSpec, ...], kwargs: dict) -> str | None:
-    """What the template's generation prompt appends (one probe render per tools and
-    template arguments, then remembered); None where the probe is refused."""
-    key = head_key(None, tools, kwargs)
-    with _openings_lock:
-        known = _openings.setdefault(codec, {})
-        if key in known:
-            return known[key]
-    try:
-        found: str | None = codec.generation_prompt(
-            (ChatMessage("user", "Hi"),), tools=tools, template_kwargs=kwargs
-        )
-    except (TemplateRefusal, ValueError):
-        found = None
-    with _openings_lock:
-        known[key] = found
-        if len(known) > _OPENINGS_REMEMBERED:  # tool lists are the clients': bounded
-            del known[next(iter(known))]
-    return found
