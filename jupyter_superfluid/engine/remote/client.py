@@ -40,6 +40,7 @@ from jupyter_superfluid.engine.base import (
     MediaError,
     ModelInfo,
 )
+from jupyter_superfluid.engine.remote.http_stream import StreamClient
 
 log = logging.getLogger(__name__)
 
@@ -84,9 +85,11 @@ class RemoteEngine:
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         call = min(CALL_TIMEOUT_S, silence_timeout)
         self._call_timeout = httpx.Timeout(call, connect=min(CONNECT_TIMEOUT_S, call))
-        self._stream_timeout = httpx.Timeout(silence_timeout, connect=CONNECT_TIMEOUT_S, pool=None)
-        self._client = httpx.Client(headers=self._headers, timeout=self._call_timeout)
-        self._async: tuple[asyncio.AbstractEventLoop, httpx.AsyncClient] | None = None
+        self._silence_timeout = silence_timeout
+        self._client = httpx.Client(
+            headers=self._headers, timeout=self._call_timeout, trust_env=False
+        )
+        self._async: tuple[asyncio.AbstractEventLoop, StreamClient] | None = None
         self._info: ModelInfo | None = None
         self._identity: tuple[Any, ...] | None = None
         self._stale = True  # the metadata must be (re-)read before the next call
@@ -215,13 +218,11 @@ class RemoteEngine:
         if not self._current():
             await asyncio.to_thread(self.ensure_current)
         try:
-            async with self.async_client().stream(
-                "POST", self.url + path, json=body, timeout=self._stream_timeout
-            ) as response:
-                if response.status_code != 200:
-                    raise self.refusal(response.status_code, await response.aread())
+            async with self.async_client().post(path, body) as response:
+                if response.status != 200:
+                    raise self.refusal(response.status, await response.read())
                 finished: GenerationFinished | None = None
-                async for line in response.aiter_lines():
+                async for line in response.lines():
                     if (
                         finished is not None
                         or not line.startswith("data: ")
@@ -256,20 +257,31 @@ class RemoteEngine:
         failure = EngineUnavailableError(f"{self.kind} at {self.url} ended the stream early")
         yield relay.failed(str(failure), code=failure.code)
 
-    def async_client(self) -> httpx.AsyncClient:
-        """The async client of the running loop (a loop of its own per client)."""
+    def async_client(self) -> StreamClient:
+        """The streaming client of the running loop (its connections are that loop's)."""
         loop = asyncio.get_running_loop()
         if self._async is None or self._async[0] is not loop:
-            limits = httpx.Limits(max_connections=None, max_keepalive_connections=32)
-            self._async = (loop, httpx.AsyncClient(headers=self._headers, limits=limits))
+            client = StreamClient(
+                self.url,
+                self._headers,
+                connect_timeout=CONNECT_TIMEOUT_S,
+                read_timeout=self._silence_timeout,
+            )
+            self._async = (loop, client)
         return self._async[1]
 
     async def apost(self, path: str, body: dict[str, Any]) -> Any:
         """One call made during a generation (a failure ends that generation)."""
-        client = self.async_client()
-        response = await client.post(self.url + path, json=body, timeout=self._call_timeout)
-        response.raise_for_status()
-        return response.json()
+        call = self._call_timeout.read or CALL_TIMEOUT_S
+        async with self.async_client().post(path, body, timeout=call) as response:
+            content = await response.read()
+        if response.status != 200:
+            raise httpx.HTTPStatusError(
+                f"{path} answered {response.status}",
+                request=httpx.Request("POST", self.url + path),
+                response=httpx.Response(response.status, content=content),
+            )
+        return json.loads(content)
 
     def unreachable(self, err: Exception) -> EngineUnavailableError:
         """The error of a remote that cannot be reached or answered garbage."""
