@@ -154,7 +154,8 @@ async def run(ctx: Context) -> Section:
     section.notes.append(
         f"{ctx.cfg.remote_rounds} rounds per count; superfluid continues by "
         "previous_response_id, llama-server alone gets the conversation resent whole. "
-        "Superfluid adds an HTTP hop, its own rendering and /tokenize calls to the remote."
+        "Superfluid adds an HTTP hop and its own rendering; it tokenizes from the served GGUF "
+        "(no /tokenize round trip)."
     )
     return section
 

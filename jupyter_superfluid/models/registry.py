@@ -82,7 +82,8 @@ class ModelSpec:
     # (a pool of replicas: their URLs, comma-separated)
     spec: str  # as the user wrote it
     mmproj: str | None = None  # the projector for image/audio input: a path or hf:…
-    tokenizer: str | None = None  # vllm: the model's tokenizer files (a local directory)
+    # vllm: the model's tokenizer files (a local directory); llama-server: its GGUF, optional
+    tokenizer: str | None = None
 
     @property
     def hf_repo_file(self) -> tuple[str, str]:
@@ -119,10 +120,13 @@ def _parse_model(text: str, spec: str) -> ModelSpec:
     if sep and head and not plain:
         given_id, text = head, rest
     if text.startswith(LLAMA_SERVER_PREFIX):
-        url = _remote_urls(text[len(LLAMA_SERVER_PREFIX) :], spec)
+        # #tokenizer=PATH (optional): the served GGUF, readable here, to tokenize locally.
+        urls, _, vocab = text[len(LLAMA_SERVER_PREFIX) :].partition("#tokenizer=")
+        url = _remote_urls(urls, spec)
         # Without ID=: the (first) URL without its scheme, known without asking the remote.
         default_id = url.split(",", 1)[0].split("://", 1)[1]
-        return ModelSpec(given_id or default_id, "llama-server", url, spec)
+        tokenizer = vocab.strip() or None
+        return ModelSpec(given_id or default_id, "llama-server", url, spec, tokenizer=tokenizer)
     if text.startswith(VLLM_PREFIX):
         return _vllm_spec(text[len(VLLM_PREFIX) :], given_id, spec)
     if text in BUILTIN_MODELS:
@@ -353,7 +357,7 @@ class ModelRegistry:
             return self._connect_vllm(spec)
         timeout = self._remote_timeout
         options = {} if timeout is None else {"silence_timeout": timeout}
-        return LlamaServerEngine.connect(spec.id, spec.source, **options)
+        return LlamaServerEngine.connect(spec.id, spec.source, tokenizer=spec.tokenizer, **options)
 
     def _connect_pool(self, spec: ModelSpec) -> Engine:
         """A pool over the replicas of ``spec``, each connected as a spec of its own (blocking)."""

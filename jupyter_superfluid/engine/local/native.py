@@ -19,7 +19,7 @@ from typing import Any
 
 import llama_cpp.llama_cpp as L
 
-from jupyter_superfluid.engine.base import ModelLoadError
+from jupyter_superfluid.engine.base import EngineError, ModelLoadError
 
 log = logging.getLogger(__name__)
 
@@ -92,12 +92,16 @@ def _check_gguf_file(path: Path) -> None:
         raise ModelLoadError(f"cannot load model {path}: not a GGUF file (bad magic {magic!r})")
 
 
-def load_model(path: Path, *, gpu_layers: int = 0) -> Any:
-    """Load a GGUF model (a ``llama_model*``) or raise ModelLoadError with the cause."""
+def load_model(path: Path, *, gpu_layers: int = 0, vocab_only: bool = False) -> Any:
+    """Load a GGUF model (a ``llama_model*``) or raise ModelLoadError with the cause.
+
+    ``vocab_only`` reads the metadata and vocabulary, no weights (milliseconds, a few MiB).
+    """
     init_backend()
     _check_gguf_file(path)
     params = L.llama_model_default_params()
     params.n_gpu_layers = gpu_layers
+    params.vocab_only = vocab_only
     mark = log_mark()
     model = L.llama_model_load_from_file(str(path).encode(), params)
     if not model:
@@ -216,6 +220,47 @@ class Vocab:
     def detokenize(self, tokens: list[int]) -> str:
         """Text of ``tokens`` with control tokens rendered; bad UTF-8 → U+FFFD."""
         return b"".join(self.piece(t) for t in tokens).decode("utf-8", errors="replace")
+
+    def control_spellings(self) -> list[str]:
+        """The spellings of the control and user-defined tokens, in id order."""
+        marked = L.LLAMA_TOKEN_ATTR_CONTROL | L.LLAMA_TOKEN_ATTR_USER_DEFINED
+        return [
+            self.piece(i).decode("utf-8", errors="replace")
+            for i in range(self.n_tokens)
+            if L.llama_vocab_get_attr(self.ptr, i) & marked
+        ]
+
+
+class VocabFile(Vocab):
+    """The vocabulary of a GGUF loaded on its own (no weights), freed by ``free``.
+
+    Tokenizing and freeing hold one lock, so a free never pulls the vocabulary from under
+    a tokenize in another thread; a tokenize after the free raises EngineError.
+    """
+
+    def __init__(self, model: Any) -> None:
+        super().__init__(model)
+        self._model = model
+        self._lock = threading.Lock()
+
+    def tokenize(self, text: str, *, add_special: bool, parse_special: bool) -> list[int]:
+        """Token ids of ``text``; EngineError once freed."""
+        with self._lock:
+            if self._model is None:
+                raise EngineError("the vocabulary is closed")
+            return super().tokenize(text, add_special=add_special, parse_special=parse_special)
+
+    def free(self) -> None:
+        """Free the vocabulary-only model; the vocabulary is unusable after."""
+        with self._lock:
+            if self._model is not None:
+                L.llama_model_free(self._model)
+                self._model = None
+
+
+def load_vocab(path: Path) -> VocabFile:
+    """The vocabulary of the GGUF at ``path`` (ModelLoadError with the cause if unreadable)."""
+    return VocabFile(load_model(path, vocab_only=True))
 
 
 def meta_string(model: Any, key: str) -> str | None:

@@ -1,8 +1,11 @@
 """``LlamaServerEngine``: llama.cpp's ``llama-server`` behind the Engine seam.
 
-Superfluid renders, tokenizes (``/tokenize``, cached per text; blocking, called from
-worker threads) and parses; the remote generates and keeps its own prefix cache. The
-HTTP side (clients, staleness, failures, the SSE loop) is ``client.RemoteEngine``'s:
+Superfluid renders, tokenizes and parses; the remote generates and keeps its own prefix
+cache. Prompt texts are tokenized here (``local_encoder``, llama.cpp's tokenizer over the
+served GGUF's vocabulary: the file ``/props`` names when it is readable here, else the
+spec's ``#tokenizer=PATH``) while its ids are the remote's for a probe text, else by
+``/tokenize``; either is cached per text, blocking, called from worker threads. The HTTP
+side (clients, staleness, failures, the SSE loop) is ``client.RemoteEngine``'s:
 
 - Prompts go as exact token ids (``/completion``, ``cache_prompt``), so a continuation
   of a stored conversation shares its prefix with what the remote served last and is
@@ -25,7 +28,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
+from pathlib import Path
 from typing import Any
 
 from jupyter_superfluid.engine.base import (
@@ -38,6 +42,7 @@ from jupyter_superfluid.engine.base import (
 )
 from jupyter_superfluid.engine.remote.client import RemoteEngine, error_message
 from jupyter_superfluid.engine.remote.llama_completion import CompletionRelay, completion_body
+from jupyter_superfluid.engine.remote.local_encoder import LocalEncoder
 
 API_KEY_ENV = "LLAMA_API_KEY"  # the remote's --api-key, when it has one
 
@@ -47,10 +52,22 @@ class LlamaServerEngine(RemoteEngine):
 
     kind = "llama-server"
 
-    def __init__(self, model_id: str, url: str, *, api_key: str | None = None, **options: Any):
+    def __init__(
+        self,
+        model_id: str,
+        url: str,
+        *,
+        api_key: str | None = None,
+        tokenizer: str | Path | None = None,
+        **options: Any,
+    ) -> None:
         key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
         super().__init__(model_id, url, api_key=key, **options)
         self._special: dict[int, str] = {}
+        self._vocab_file = Path(tokenizer).expanduser() if tokenizer else None
+        self._encoder: LocalEncoder | None = None
+        self._encoder_file: Path | None = None
+        self.local_tokenizing = False  # the encoder gave the remote's ids when last asked
 
     @classmethod
     def connect(cls, model_id: str, url: str, **options: Any) -> LlamaServerEngine:
@@ -77,6 +94,7 @@ class LlamaServerEngine(RemoteEngine):
         bos, eos = props.get("bos_token", ""), props.get("eos_token", "")
         identity = (meta.get("vocab_type"), meta.get("n_vocab"), bos, eos, template)
         self.check_identity(identity, props.get("model_path"))
+        self._use_vocab(self._vocab_file or _readable(props.get("model_path")), (bos, eos))
         body = {"content": eos, "add_special": False, "parse_special": True}
         eog = tuple(self.call("POST", "/tokenize", body)["tokens"]) if eos else ()
         return ModelInfo(
@@ -90,12 +108,36 @@ class LlamaServerEngine(RemoteEngine):
             n_vocab=int(meta.get("n_vocab") or 0),
         )
 
-    def tokenize(self, text: str, *, special: bool = True) -> list[int]:
-        """Token ids of ``text`` (BOS if the model asks for it), from ``/tokenize`` (blocking)."""
-        body = {"content": text, "add_special": True, "parse_special": special}
-        return self.cached_tokens(
-            text, special, lambda: self.call("POST", "/tokenize", body)["tokens"]
+    def _use_vocab(self, path: Path | None, specials: Sequence[str]) -> None:
+        """Tokenize here from the GGUF at ``path`` while the remote agrees with it."""
+        if path != self._encoder_file:  # the remote serves another file of the same vocabulary
+            if self._encoder is not None:
+                self._encoder.close()  # its lock waits out an encode under way
+            self._encoder_file = path
+            self._encoder = None if path is None else LocalEncoder.from_gguf(path, specials)
+        self.local_tokenizing = self._encoder is not None and self._encoder.agrees(
+            self._remote_tokens
         )
+
+    def tokenize(self, text: str, *, special: bool = True) -> list[int]:
+        """Token ids of ``text`` (BOS if the model asks for it), blocking: made here while
+        the local encoder agrees with the remote, else from its ``/tokenize``."""
+
+        def fetch() -> list[int]:
+            encoder = self._encoder if self.local_tokenizing else None
+            if encoder is not None:
+                try:
+                    return encoder.encode(text, special=special)
+                except EngineError:  # closed meanwhile: the remote was re-read
+                    pass
+            return self._remote_tokens(text, special)
+
+        return self.cached_tokens(text, special, fetch)
+
+    def _remote_tokens(self, text: str, special: bool = True) -> list[int]:
+        """The remote's own ids of ``text``, BOS included (``/tokenize``, blocking)."""
+        body = {"content": text, "add_special": True, "parse_special": special}
+        return [int(t) for t in self.call("POST", "/tokenize", body)["tokens"]]
 
     def detokenize(self, tokens: list[int]) -> str:
         """Text of ``tokens``, control tokens rendered, from ``/detokenize`` (blocking)."""
@@ -124,6 +166,12 @@ class LlamaServerEngine(RemoteEngine):
         body = {"content": text, "add_special": False, "parse_special": True}
         return [int(t) for t in (await self.apost("/tokenize", body))["tokens"]]
 
+    async def close(self) -> None:
+        """Close the HTTP clients and free the local vocabulary."""
+        await super().close()
+        if self._encoder is not None:
+            self._encoder.close()
+
     def refusal(self, status: int, content: bytes) -> EngineError:
         """The error of a non-200 answer: unavailable (5xx, auth), overflow, or refused."""
         try:
@@ -142,3 +190,11 @@ class LlamaServerEngine(RemoteEngine):
                 "to its --api-key"
             )
         return super().refusal(status, content)
+
+
+def _readable(model_path: object) -> Path | None:
+    """The GGUF the remote names (``/props`` ``model_path``), when it is a file here too."""
+    if not isinstance(model_path, str) or not model_path:
+        return None
+    path = Path(model_path)
+    return path if path.is_file() else None

@@ -85,7 +85,8 @@ class VllmEngine(RemoteEngine):
                 "give its tokenizer files with #tokenizer=PATH"
             ) from err
         specials = (files.bos_token, files.eos_token)
-        engine._encoder = LocalEncoder.load(engine._tokenizer_path / TOKENIZER_FILE, specials)
+        tokenizer_json = engine._tokenizer_path / TOKENIZER_FILE
+        engine._encoder = LocalEncoder.from_tokenizer_json(tokenizer_json, specials)
         engine.open()
         return engine
 
