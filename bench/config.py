@@ -84,7 +84,7 @@ class BenchConfig:
     interleaved_history: int = 2048
     interleaved_counts: tuple[int, ...] = (4, 8)
     interleaved_rounds: int = 2
-    remote_rounds: int = 4  # a remote turn's TTFT is bimodal (slot hit or miss): more pairs
+    remote_rounds: int = 8  # a remote turn's TTFT is bimodal (slot hit or miss): many pairs
     fanout_history: int = 2048
     fanout_branches: int = 8
     branch_output_tokens: int = 32
