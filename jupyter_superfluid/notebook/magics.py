@@ -26,6 +26,7 @@ from jupyter_superfluid.notebook.render import choose_renderer
 from jupyter_superfluid.notebook.respond import CellRequest, NotebookSession, Schema, Settings
 from jupyter_superfluid.notebook.result import Reply, response_id_of
 from jupyter_superfluid.notebook.tools import Tool, function_tool
+from jupyter_superfluid.notebook.tree_command import show_tree, use_widgets
 
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 CELL_ONLY = ("schema", "tools", "tool_choice", "out")
@@ -129,7 +130,7 @@ class RespondMagics(Magics):
     def _line(self, args: Any) -> Any:
         """Show, or set, the defaults and the conversation."""
         if args.command == "tree":
-            show_tree(self)
+            show_tree(self.session)
             return
         if args.command in model_commands.COMMANDS:
             self._models(args)  # it displays what it shows: nothing to return
@@ -341,7 +342,7 @@ def register(ipython: Any) -> RespondMagics:
     """Register the magics on a shell (``%load_ext jupyter_superfluid``)."""
     magics = RespondMagics(ipython)
     ipython.register_magics(magics)
-    _use_widgets()
+    use_widgets()
     return magics
 
 
@@ -349,57 +350,3 @@ def last_reply(ipython: Any) -> Reply | None:
     """The last reply ``%%respond`` produced in this shell (also for schema cells)."""
     magics = ipython.magics_manager.registry.get("RespondMagics")
     return magics.session.last if magics is not None else None
-
-
-# --- widgets (notebook/widgets): the response view and the conversation tree --------
-
-
-def _use_widgets() -> None:
-    """Stream into a ``ResponseView`` when the front-end can show it (else plain output)."""
-    try:
-        from jupyter_superfluid.notebook.widgets import widget_renderer
-    except ImportError:  # ipywidgets missing: the built-in renderers remain
-        return
-    from jupyter_superfluid.notebook.render import register_renderer
-
-    register_renderer(widget_renderer)
-
-
-def show_tree(magics: RespondMagics) -> Any:
-    """``%respond tree``: display the ConversationTree of the notebook's conversation."""
-    from IPython.display import display
-
-    from jupyter_superfluid.notebook.widgets import ConversationTree
-
-    session = magics.session
-
-    def follow(response_id: str | None, reply: Reply | None) -> None:
-        # A branch made in the tree becomes the conversation the next cell continues.
-        session.head = response_id
-        if reply is not None:
-            session.last = reply
-
-    try:
-        options = _branch_options(session.defaults)
-        tree = ConversationTree(session.head, on_current=follow, branch_options=options)
-    except Exception as exc:
-        message = readable(exc)
-        if message is None:
-            raise
-        raise RespondError(message) from None
-    display(tree)
-    return tree
-
-
-def _branch_options(defaults: Settings) -> dict[str, Any]:
-    """The ``%respond`` defaults as Responses parameters for branches made in the tree."""
-    options: dict[str, Any] = {
-        "model": defaults.model,
-        "instructions": defaults.instructions,
-        "max_output_tokens": defaults.max_tokens,
-        "temperature": defaults.temperature,
-        "seed": defaults.seed,
-    }
-    if defaults.reasoning:
-        options["reasoning"] = {"effort": defaults.reasoning}
-    return {k: v for k, v in options.items() if v is not None}

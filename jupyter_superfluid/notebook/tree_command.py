@@ -1,0 +1,66 @@
+"""``%respond tree`` and the widgets the magic streams into.
+
+``show_tree`` displays the ``ConversationTree`` of the notebook's conversation; a branch
+made in it becomes the conversation the next cell continues, with the ``%respond``
+defaults as its parameters. ``use_widgets`` makes ``%%respond`` stream into a
+``ResponseView`` when ipywidgets is installed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from IPython.core.error import UsageError
+
+from jupyter_superfluid.notebook.readable import readable
+from jupyter_superfluid.notebook.respond import NotebookSession, Settings
+from jupyter_superfluid.notebook.result import Reply
+
+
+def use_widgets() -> None:
+    """Stream into a ``ResponseView`` when the front-end can show it (else plain output)."""
+    try:
+        from jupyter_superfluid.notebook.widgets import widget_renderer
+    except ImportError:  # ipywidgets missing: the built-in renderers remain
+        return
+    from jupyter_superfluid.notebook.render import register_renderer
+
+    register_renderer(widget_renderer)
+
+
+def show_tree(session: NotebookSession) -> Any:
+    """``%respond tree``: display the ConversationTree of the notebook's conversation."""
+    from IPython.display import display
+
+    from jupyter_superfluid.notebook.widgets import ConversationTree
+
+    def follow(response_id: str | None, reply: Reply | None) -> None:
+        # A branch made in the tree becomes the conversation the next cell continues.
+        session.head = response_id
+        if reply is not None:
+            session.last = reply
+
+    try:
+        options = _branch_options(session.defaults)
+        tree = ConversationTree(session.head, on_current=follow, branch_options=options)
+    except Exception as exc:
+        message = readable(exc)
+        if message is None:
+            raise
+        raise UsageError(message) from None
+    display(tree)
+    return tree
+
+
+def _branch_options(defaults: Settings) -> dict[str, Any]:
+    """The ``%respond`` defaults as Responses parameters for branches made in the tree."""
+    options: dict[str, Any] = {
+        "model": defaults.model,
+        "instructions": defaults.instructions,
+        "max_output_tokens": defaults.max_tokens,
+        "temperature": defaults.temperature,
+        "seed": defaults.seed,
+    }
+    if defaults.reasoning:
+        options["reasoning"] = {"effort": defaults.reasoning}
+    return {k: v for k, v in options.items() if v is not None}
