@@ -24,13 +24,8 @@ from jupyter_superfluid.errors import (
     ModelNotFound,
     ModelUnavailable,
 )
-from jupyter_superfluid.models.lifecycle import (
-    FALLBACK_TEMPLATE,
-    LoadedModel,
-    ModelFailed,
-    ModelLifecycle,
-    ModelNotReady,
-)
+from jupyter_superfluid.models.lifecycle import ModelFailed, ModelLifecycle, ModelNotReady
+from jupyter_superfluid.models.loaded import FALLBACK_TEMPLATE, LoadedModel
 from jupyter_superfluid.models.registry import ModelNotFoundError
 from jupyter_superfluid.models.states import ModelState
 

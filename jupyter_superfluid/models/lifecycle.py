@@ -25,11 +25,9 @@ import contextlib
 import dataclasses
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any, Literal
 
-from jupyter_superfluid.chat.codec import ChatCodec
-from jupyter_superfluid.engine.base import Engine, EngineError, EngineUnavailableError
+from jupyter_superfluid.engine.base import EngineError, EngineUnavailableError
 from jupyter_superfluid.models import served_set
 from jupyter_superfluid.models.downloads import (
     DownloadCancelled,
@@ -38,6 +36,7 @@ from jupyter_superfluid.models.downloads import (
     HubDownload,
 )
 from jupyter_superfluid.models.hub_cache import partial_bytes
+from jupyter_superfluid.models.loaded import LoadedModel, with_codec
 from jupyter_superfluid.models.registry import (
     ModelRegistry,
     ModelSpec,
@@ -59,15 +58,6 @@ from jupyter_superfluid.store import Store
 log = logging.getLogger(__name__)
 
 Want = Literal["available", "loaded"]
-
-
-@dataclass(frozen=True)
-class LoadedModel:
-    """A model ready to serve: its engine and the codec of its chat template."""
-
-    id: str
-    engine: Engine
-    codec: ChatCodec
 
 
 class ModelNotReady(Exception):
@@ -338,7 +328,7 @@ class ModelLifecycle:
         self._set(model_id, "loading")
         try:
             engine = await self.registry.get(model_id)
-            loaded = await asyncio.to_thread(_with_codec, model_id, engine)
+            loaded = await asyncio.to_thread(with_codec, model_id, engine)
         except ModelUnavailableError as err:
             self._set(model_id, "failed", error=str(err), code="model_unavailable")
             return
@@ -381,25 +371,3 @@ class ModelLifecycle:
         )
         self._states[model_id] = new
         self.events.append(event, new)
-
-
-def _with_codec(model_id: str, engine: Engine) -> LoadedModel:
-    """The loaded model with its chat codec (probing the template: real work, in a thread)."""
-    info = engine.info
-    # What the model's end-of-generation tokens read as: the parser ends a turn at them.
-    ends = tuple(engine.detokenize([token]) for token in info.eog_token_ids)
-    codec = ChatCodec(
-        info.chat_template or FALLBACK_TEMPLATE,
-        bos_token=info.bos_token,
-        eos_token=info.eos_token,
-        end_tokens=ends,
-    )
-    return LoadedModel(model_id, engine, codec)
-
-
-# ChatML, for a GGUF that carries no template of its own.
-FALLBACK_TEMPLATE = (
-    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + "
-    "message['content'] + '<|im_end|>\\n' }}{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
-)
