@@ -116,8 +116,7 @@ class _Client:
 
     def pick(self) -> str:
         """The next kind of request."""
-        kinds, weights = zip(*MIX, strict=True)
-        kind = self.rng.choices(kinds, weights)[0]
+        kind = self.rng.choices([k for k, _ in MIX], [w for _, w in MIX])[0]
         if kind == "continue" and (self.previous is None or self.history > self.cfg.history_cap):
             kind = "new"
         return kind

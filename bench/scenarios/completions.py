@@ -32,7 +32,8 @@ SUFFIX = "\n    return total\n"
 
 def notebook(ctx: Context, tokens: int) -> str:
     """Earlier cells of deterministic Python, about ``tokens`` tokens long."""
-    cells, i = [], 0
+    cells: list[str] = []
+    i = 0
     while ctx.tokenizer.count("\n\n".join(cells)) < tokens:
         cells.append(f"def step_{i}(values):\n    return [v * {i} + {i % 7} for v in values]")
         i += 1

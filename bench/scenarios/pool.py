@@ -184,8 +184,8 @@ def _rows(section: Section, count: int) -> None:
 
 def _judge(section: Section) -> None:
     """The target: with affinity, continued turns are served >= 95% from cache."""
-    data = section.data.get("affinity")
-    share = data["cached_share"] if data else None
+    data = section.data.get("affinity") or {}
+    share = data.get("cached_share")
     section.target(
         f"affinity: continued turns' cached tokens >= {WARM_TARGET:.0%} of their prompts",
         "-" if share is None else f"{share:.1%} (lowest turn {data['min_share'] or 0:.1%})",
