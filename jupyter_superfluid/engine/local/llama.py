@@ -4,9 +4,12 @@ Why it looks like this:
 
 - ``llama_cpp.Llama`` keeps one sequence per context, so several conversations
   would each need a context (and a KV cache) of their own. This engine builds
-  one context with ``n_seq_max = cache_slots`` over a *unified* KV cache
-  instead: any sequence can use any cell, and forking a cached prefix into
-  another sequence (``llama_memory_seq_cp``) is metadata only.
+  one context with ``n_seq_max = cache_slots`` (``native.create_context``): by
+  default each sequence has a KV stream of one window to itself, as
+  ``llama-server -np N`` does, so what idle conversations hold costs the running
+  ones nothing and a fork copies the shared prefix once; with ``kv_tokens`` one
+  unified cache of that many cells, where a fork only tags cells but every
+  token attends over every used cell.
 - One worker thread per model runs a step loop (``worker.py``) that batches the
   next token of every active request into one ``llama_decode`` (continuous
   batching). The event loop never waits on llama.cpp: ``generate()`` returns an
@@ -15,8 +18,8 @@ Why it looks like this:
 - The KV cells each sequence holds are tracked as token ids (``kv/prefix_cache.py``), so
   a prompt that continues or branches any recent conversation reuses its
   longest cached prefix, and ``PromptEvaluated.cached_tokens`` is measured.
-- Idle conversations are parked in host memory while others run, so the
-  unified cache's attention covers only what is running (``kv/prefix_cache.py``).
+- Kept conversations move to host memory and disk (``kv/``) when their slot is
+  needed, or, in a unified cache, when they are in the running ones' way.
 - Closing the iterator sets a flag the worker checks every step, so a
   disconnected client costs at most one more token; the slot's KV stays cached.
 """
@@ -156,16 +159,10 @@ class LlamaEngine:
             # llama.cpp clamps n_batch to n_ctx (and aborts on a larger batch).
             n_batch = L.llama_n_batch(ctx)
             if kv_dir is not None and disk_mib > 0:
-                layout = cache_slots if streams else 1  # a saved state lists every stream
                 store = disk_tier(
-                    Path(kv_dir),
-                    model_id,
-                    path,
-                    model,
-                    flash_attention,
-                    mmproj,
+                    *(Path(kv_dir), model_id, path, model, flash_attention, mmproj),
                     disk_mib << 20,
-                    kv_streams=layout,
+                    kv_streams=cache_slots if streams else 1,  # a saved state lists each
                 )
             worker = Worker(
                 ctx,
@@ -183,18 +180,12 @@ class LlamaEngine:
                 streams=streams,
             )
         except BaseException:
-            if store is not None:
-                store.close()
-            if projector is not None:
-                projector.close()
-            if ctx is not None:
-                L.llama_free(ctx)
-            L.llama_model_free(model)
+            _free(model, ctx, projector, store)
             raise
-        elapsed = time.monotonic() - started
         log.info(
             "loaded %s from %s in %.2fs (window %d, %d slots, %d KV cells, %s)",
-            *(model_id, path, elapsed, context_size, cache_slots, L.llama_n_ctx(ctx)),
+            *(model_id, path, time.monotonic() - started, context_size, cache_slots),
+            L.llama_n_ctx(ctx),
             "a stream per slot" if streams else "one unified cache",
         )
         if store is not None:  # what the disk holds shows in stats() at once
@@ -338,13 +329,19 @@ class LlamaEngine:
                 return
             self._closed = True
         self._worker.stop()  # writes what the disk tier does not hold yet
-        if self._store is not None:
-            self._store.close()
-        if self._projector is not None:
-            self._projector.close()
-        L.llama_free(self._ctx)
-        L.llama_model_free(self._model)
+        _free(self._model, self._ctx, self._projector, self._store)
         log.info("closed %s", self._info.id)
+
+
+def _free(model: Any, ctx: Any, projector: MediaProjector | None, store: DiskTier | None) -> None:
+    """Free what a load set up (``ctx`` None: it failed before the context), the model last."""
+    if store is not None:
+        store.close()
+    if projector is not None:
+        projector.close()
+    if ctx is not None:
+        L.llama_free(ctx)
+    L.llama_model_free(model)
 
 
 def _counters_moved(worker: Worker, then: Callable[[], None] | None) -> Callable[[], None]:
