@@ -59,6 +59,19 @@ class Settings:
         """The settings that are set."""
         return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
 
+    def response_params(self) -> dict[str, Any]:
+        """These settings as Responses parameters (those that are set)."""
+        params: dict[str, Any] = {
+            "model": self.model,
+            "instructions": self.instructions,
+            "max_output_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "seed": self.seed,
+        }
+        if self.reasoning:
+            params["reasoning"] = {"effort": self.reasoning}
+        return {k: v for k, v in params.items() if v is not None}
+
 
 @dataclass
 class Schema:
@@ -198,18 +211,12 @@ class NotebookSession:
 
     def _params(self, req: CellRequest, model: str | None) -> dict[str, Any]:
         """The Responses parameters of the first round."""
-        s = req.settings
         params: dict[str, Any] = {
+            **req.settings.response_params(),
             "model": model,
             "input": req.input,
             "previous_response_id": req.previous_response_id,
-            "instructions": s.instructions,
-            "max_output_tokens": s.max_tokens,
-            "temperature": s.temperature,
-            "seed": s.seed,
         }
-        if s.reasoning:
-            params["reasoning"] = {"effort": s.reasoning}
         if req.schema is not None:
             params["text"] = {"format": req.schema.format()}
         if req.tools:

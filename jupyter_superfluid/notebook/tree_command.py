@@ -13,7 +13,7 @@ from typing import Any
 from IPython.core.error import UsageError
 
 from jupyter_superfluid.notebook.readable import readable
-from jupyter_superfluid.notebook.respond import NotebookSession, Settings
+from jupyter_superfluid.notebook.respond import NotebookSession
 from jupyter_superfluid.notebook.result import Reply
 
 
@@ -41,7 +41,7 @@ def show_tree(session: NotebookSession) -> Any:
             session.last = reply
 
     try:
-        options = _branch_options(session.defaults)
+        options = session.defaults.response_params()
         tree = ConversationTree(session.head, on_current=follow, branch_options=options)
     except Exception as exc:
         message = readable(exc)
@@ -50,17 +50,3 @@ def show_tree(session: NotebookSession) -> Any:
         raise UsageError(message) from None
     display(tree)
     return tree
-
-
-def _branch_options(defaults: Settings) -> dict[str, Any]:
-    """The ``%respond`` defaults as Responses parameters for branches made in the tree."""
-    options: dict[str, Any] = {
-        "model": defaults.model,
-        "instructions": defaults.instructions,
-        "max_output_tokens": defaults.max_tokens,
-        "temperature": defaults.temperature,
-        "seed": defaults.seed,
-    }
-    if defaults.reasoning:
-        options["reasoning"] = {"effort": defaults.reasoning}
-    return {k: v for k, v in options.items() if v is not None}
