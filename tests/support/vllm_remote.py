@@ -14,10 +14,13 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import psutil
 
 from jupyter_superfluid.builtin_models.templates import QWEN3, SPECIAL_TOKENS
 from jupyter_superfluid.config import cache_root
@@ -67,6 +70,7 @@ class VllmServer:
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
     env: dict[str, str] | None = None  # more environment (e.g. VLLM_CPU_OMP_THREADS_BIND)
+    log_requests: bool = False  # its log names each request, and each abort
 
     @property
     def url(self) -> str:
@@ -86,6 +90,7 @@ class VllmServer:
             *("--enforce-eager", "--dtype", "float32", "--max-model-len", str(MAX_MODEL_LEN)),
             *("--block-size", str(BLOCK), "--enable-prefix-caching"),
             *("--enable-prompt-tokens-details", "--structured-outputs-config", outputs),
+            *(("--enable-log-requests",) if self.log_requests else ()),
         ]
 
     def start(self) -> VllmServer:
@@ -96,7 +101,8 @@ class VllmServer:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env={**vllm_environment(), **(self.env or {})},
+                # Unbuffered: its log says what it did when it did (tests wait on lines).
+                env={**vllm_environment(), "PYTHONUNBUFFERED": "1", **(self.env or {})},
                 start_new_session=True,  # its engine-core child is stopped with it
             )
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -121,6 +127,34 @@ class VllmServer:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
         self.process = None
+
+    @contextmanager
+    def engine_paused(self) -> Iterator[None]:
+        """Its engine core stopped (SIGSTOP) for the block: nothing generates, while its API
+        server goes on answering, and taking requests and aborts for the engine."""
+        assert self.process is not None
+        children = psutil.Process(self.process.pid).children(recursive=True)
+        core = next(p for p in children if "EngineCore" in p.name())
+        core.suspend()
+        try:
+            yield
+        finally:
+            core.resume()
+
+    def log_size(self) -> int:
+        """Where its log ends now (for ``wait_logged``)."""
+        return self.log_path.stat().st_size
+
+    def wait_logged(self, text: str, since: int, timeout: float = 60) -> bool:
+        """Whether its log says ``text`` after offset ``since`` within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.log_path.open("rb") as log:
+                log.seek(since)
+                if text.encode() in log.read():
+                    return True
+            time.sleep(0.05)
+        return False
 
     def metrics(self) -> dict[str, float]:
         """Its Prometheus gauges and counters, summed over labels (``vllm:`` dropped)."""

@@ -24,7 +24,8 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer
     """The session's vLLM server on the tiny model (started once: tens of seconds)."""
     python = vllm_python()
     log = tmp_path_factory.mktemp("vllm") / "vllm.log"
-    server = VllmServer(python, ensure_vllm_model(python), free_port(), log).start()
+    server = VllmServer(python, ensure_vllm_model(python), free_port(), log, log_requests=True)
+    server.start()
     yield server
     server.stop()
 

@@ -12,7 +12,9 @@ import asyncio
 import json
 import shutil
 import signal
+import socket
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import openai
@@ -126,25 +128,44 @@ def test_cache_salt_isolates_legacy_completions(superfluid_vllm):
     assert completions_cached(superfluid_vllm, "bob", prompt) == 0
 
 
+def _leave_once_vllm_has_it(server: StandaloneServer, vllm: VllmServer, body: dict) -> None:
+    """Post ``body`` to superfluid's streaming Responses; leave once vLLM has the request.
+
+    vLLM's engine is paused throughout, so it cannot finish the answer before its API
+    server has seen superfluid's stream close, however starved the machine (on a loaded
+    one, unpaused, it had generated every token before the first reached the client). The
+    client sends raw HTTP: it leaves without waiting for the headers, which superfluid
+    sends with the remote's first chunk.
+    """
+    url = urlsplit(server.base_url)
+    payload = json.dumps(body).encode()
+    head = (
+        f"POST {url.path}/responses HTTP/1.1\r\nHost: {url.netloc}\r\n"
+        f"Authorization: Bearer {KEYS['alice']}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(payload)}\r\n\r\n"
+    ).encode()
+    mark = vllm.log_size()
+    with vllm.engine_paused(), socket.create_connection((url.hostname, url.port)) as sock:
+        sock.sendall(head + payload)
+        assert vllm.wait_logged("Received request cmpl-", since=mark)
+        sock.close()  # superfluid sees the client go, and closes its stream from vLLM
+        aborted = vllm.wait_logged("Aborted request", since=mark)
+    assert aborted, "vLLM's API server did not abort the request after superfluid left"
+
+
 def test_disconnect_makes_vllm_abort(superfluid_vllm, vllm_server: VllmServer):
     before = vllm_server.wait_idle()
     body = {
         "model": "q",
         "input": "go",
         "stream": True,
-        "max_output_tokens": 3500,  # ~35 s of generating at full speed
+        "max_output_tokens": 3500,
         "logit_bias": no_eos(vllm_server),
         "reasoning": {"effort": "none"},  # else the answer is reasoning, and no text comes
     }
-    headers = {"Authorization": f"Bearer {KEYS['alice']}"}
-    url = superfluid_vllm.base_url + "/responses"
-    with httpx.stream("POST", url, json=body, headers=headers, timeout=60) as r:
-        assert r.status_code == 200, r.read()
-        for line in r.iter_lines():
-            if line.startswith("data: ") and '"response.output_text.delta"' in line:
-                break
-    after = vllm_server.wait_idle()  # vLLM aborted the request (or it would run on)
-    assert 0 < delta(before, after, "generation_tokens_total") < 3500
+    _leave_once_vllm_has_it(superfluid_vllm, vllm_server, body)
+    after = vllm_server.wait_idle()  # the engine resumed: it drops the request at once
+    assert delta(before, after, "generation_tokens_total") < 3500
 
 
 # Texts as the chat path tokenizes them: a rendered turn with its specials, a generation
