@@ -7,7 +7,8 @@ evaluates) over each history length, with flash attention off (the engine's sett
 the bench's llama-server's) and on, in turn. No server, no HTTP, no copy: what remains is
 llama.cpp's own cost, each new token attending over every cached one. Its longest /
 shortest ratio is the least a warm turn of any server on llama.cpp can grow on this
-machine.
+machine. ``--width W --layers N`` measures another shape: attention's share of a turn
+is about history / (6 x width) of the weights', so wider models grow less.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import argparse
 import random
 import statistics
 import time
+from dataclasses import replace
 from typing import Any
 
 import llama_cpp.llama_cpp as L
@@ -120,8 +122,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="the 2-layer test shape")
     parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--width", type=int, help="another model width (64 per head)")
+    parser.add_argument("--layers", type=int, help="another number of layers")
     args = parser.parse_args(argv)
-    print(table(run(tiny() if args.tiny else full(), args.reps)))
+    cfg = tiny() if args.tiny else full()
+    if args.width or args.layers:
+        width, layers = args.width or cfg.shape.n_embd, args.layers or cfg.shape.n_layer
+        shape = replace(cfg.shape, n_embd=width, n_head=max(1, width // 64), n_layer=layers)
+        cfg = replace(cfg, shape=shape)
+    print(table(run(cfg, args.reps)))
 
 
 if __name__ == "__main__":
