@@ -23,6 +23,7 @@ from typing import Any
 import llama_cpp.llama_cpp as L
 
 from bench.config import BenchConfig, full, tiny
+from bench.direct_decode import feed
 from bench.model import model_path
 from jupyter_superfluid.engine.local import native
 
@@ -46,22 +47,9 @@ class History:
         self.batch = L.llama_batch_init(cfg.n_batch, 0, 1)
         self.n_batch = cfg.n_batch
         rng = random.Random(7)
-        self.feed([rng.randrange(3, 250) for _ in range(longest)], 0)
+        history = [rng.randrange(3, 250) for _ in range(longest)]
+        feed(self.ctx, self.batch, self.n_batch, 0, history, 0)
         self.turn = [rng.randrange(3, 250) for _ in range(TURN_TOKENS)]
-
-    def feed(self, tokens: list[int], pos0: int) -> None:
-        """Decode ``tokens`` from position ``pos0``, in batches; logits for the last."""
-        for start in range(0, len(tokens), self.n_batch):
-            chunk = tokens[start : start + self.n_batch]
-            for j, token in enumerate(chunk):
-                self.batch.token[j] = token
-                self.batch.pos[j] = pos0 + start + j
-                self.batch.n_seq_id[j] = 1
-                self.batch.seq_id[j][0] = 0
-                self.batch.logits[j] = start + j == len(tokens) - 1
-            self.batch.n_tokens = len(chunk)
-            if L.llama_decode(self.ctx, self.batch) != 0:
-                raise RuntimeError("llama_decode failed")
 
     def turn_ms(self, history: int) -> float:
         """Milliseconds to evaluate the turn over the first ``history`` cached tokens.
@@ -70,7 +58,7 @@ class History:
         """
         L.llama_memory_seq_rm(self.memory, 0, history, -1)
         started = time.perf_counter()
-        self.feed(self.turn, history)
+        feed(self.ctx, self.batch, self.n_batch, 0, self.turn, history)
         elapsed = time.perf_counter() - started
         L.llama_memory_seq_rm(self.memory, 0, history, -1)
         return elapsed * 1000

@@ -25,6 +25,7 @@ from typing import Any
 import llama_cpp.llama_cpp as L
 
 from bench.config import BenchConfig, full, tiny
+from bench.direct_decode import feed
 from bench.model import model_path
 from jupyter_superfluid.engine.local import native
 
@@ -55,17 +56,10 @@ class Layout:
 
     def feed(self, seq: int, tokens: list[int], pos0: int) -> None:
         """Decode ``tokens`` into ``seq`` from ``pos0``, in batches; logits for the last."""
-        for start in range(0, len(tokens), self.n_batch):
-            chunk = tokens[start : start + self.n_batch]
-            for j, token in enumerate(chunk):
-                self.batch.token[j] = token
-                self.batch.pos[j] = pos0 + start + j
-                self.batch.n_seq_id[j] = 1
-                self.batch.seq_id[j][0] = seq
-                self.batch.logits[j] = start + j == len(tokens) - 1
-            self.batch.n_tokens = len(chunk)
-            if L.llama_decode(self.ctx, self.batch) != 0:
-                raise RuntimeError(f"llama_decode failed ({self.name})")
+        try:
+            feed(self.ctx, self.batch, self.n_batch, seq, tokens, pos0)
+        except RuntimeError as err:
+            raise RuntimeError(f"{err} ({self.name})") from None
 
     def clear(self) -> None:
         """Empty every sequence."""
