@@ -35,20 +35,25 @@ async def _read_request(reader: asyncio.StreamReader) -> dict | None:
 class Peer:
     """A server whose connections answer each request with ``answer`` (False: close)."""
 
-    def __init__(self, answer: Answer) -> None:
+    def __init__(self, answer: Answer, keep_alive: float | None = None) -> None:
         self.answer = answer
+        self.keep_alive = keep_alive  # seconds a connection may wait for a request
         self.requests: list[dict] = []
         self.connections = 0
         self.closed_by_client = asyncio.Event()
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
-        while (request := await _read_request(reader)) is not None:
-            self.requests.append(request)
-            if not await self.answer(reader, writer, request):
-                break
-        else:
-            self.closed_by_client.set()
+        try:
+            while request := await asyncio.wait_for(_read_request(reader), self.keep_alive):
+                request["connection"] = self.connections
+                self.requests.append(request)
+                if not await self.answer(reader, writer, request):
+                    break
+            else:
+                self.closed_by_client.set()
+        except asyncio.TimeoutError:
+            pass  # its keep-alive ran out: closed unused
         writer.close()
 
     async def __aenter__(self) -> str:
@@ -120,25 +125,88 @@ def test_a_body_of_known_length_and_one_read_to_the_close():
     assert asyncio.run(run()) == [(400, b'{"e":1}'), (200, b"to the end"), (400, b'{"e":1}')]
 
 
-def test_an_idle_connection_the_remote_closed_is_replaced_and_the_request_sent_once():
-    async def answer(reader, writer, request) -> bool:
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-        await writer.drain()
-        return False  # answered, then closed: the client's idle connection is dead
+async def _until(condition: Callable[[], bool]) -> None:
+    """Wait (at most 5 s) for ``condition``: what the loop does in the background."""
+    for _ in range(500):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the condition was not reached in 5 s")
 
-    async def run() -> tuple[list[bytes], Peer]:
-        peer = Peer(answer)
+
+def test_a_request_cut_off_by_an_idle_connections_close_is_sent_again_on_a_new_one():
+    async def answer(reader, writer, request) -> bool:
+        first = sum(r["connection"] == request["connection"] for r in peer.requests) == 1
+        if first:
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        return first  # the second request on a connection meets its close, unanswered
+
+    peer = Peer(answer)
+
+    async def run() -> list[bytes]:
         async with peer as url:
             client = _client(url)
             got = []
             for n in range(3):
                 async with client.post("/x", {"n": n}) as response:
                     got.append(await response.read())
-        return got, peer
+        return got
 
-    got, peer = asyncio.run(run())
-    assert got == [b"ok"] * 3
-    assert [r["body"]["n"] for r in peer.requests] == [0, 1, 2]
+    assert asyncio.run(run()) == [b"ok"] * 3
+    sent = [(r["body"]["n"], r["connection"]) for r in peer.requests]
+    assert sent == [(0, 1), (1, 1), (1, 2), (2, 2), (2, 3)]
+
+
+def test_a_connection_the_remote_closes_after_answering_is_replaced_before_the_next_request():
+    async def answer(reader, writer, request) -> bool:
+        writer.write(_chunked(b"data: {}\n\n"))  # a streamed answer, then closed (llama-server)
+        await writer.drain()
+        return False
+
+    peer = Peer(answer)
+
+    async def run() -> list[tuple[int, int]]:
+        async with peer as url:
+            client = _client(url)
+            seen = []  # connections opened before each request, and by its answer
+            for n in range(3):
+                before = client.opened
+                async with client.post("/x", {"n": n}) as response:
+                    at_answer = client.opened
+                    assert [line async for line in response.lines()] == ["data: {}", ""]
+                # The remote closed it: a spare reaches the remote and waits, idle.
+                await _until(lambda n=n: peer.connections == n + 2 and client.idle == 1)
+                seen.append((before, at_answer))
+            await client.aclose()
+        return seen
+
+    # Only the first request waited for a connect; each later one went on its spare.
+    assert asyncio.run(run()) == [(0, 1), (2, 2), (3, 3)]
+    assert [(r["body"]["n"], r["connection"]) for r in peer.requests] == [(0, 1), (1, 2), (2, 3)]
+
+
+def test_a_spare_the_remote_closes_unused_is_not_replaced():
+    async def answer(reader, writer, request) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+        return False
+
+    peer = Peer(answer, keep_alive=0.2)
+
+    async def run() -> tuple[int, int, bytes]:
+        async with peer as url:
+            client = _client(url)
+            async with client.post("/x", {"n": 0}) as response:
+                await response.read()
+            await _until(lambda: peer.connections == 2)  # the spare reached the peer
+            await _until(lambda: client.idle == 0 and not peer.requests[1:])  # closed unused
+            await asyncio.sleep(0.5)  # time enough for a replacement, were there one
+            opened = client.opened
+            async with client.post("/x", {"n": 1}) as response:
+                body = await response.read()
+            return opened, client.opened, body
+
+    assert asyncio.run(run()) == (2, 3, b"ok")
 
 
 def test_leaving_a_stream_early_closes_its_connection():

@@ -139,6 +139,37 @@ def test_generation_streams_every_token_and_the_remote_cache_count(
     assert again[0].cached_tokens == len(prompt) - 1
 
 
+def test_a_turn_goes_on_the_connection_opened_as_the_last_one_closed(
+    remote_chatml: RemoteServer,
+) -> None:
+    # llama-server closes the connection of every streamed answer; the client opens the
+    # next one at once, so that a turn does not wait for a connect.
+    engine = connect(remote_chatml)
+    prompt = tuple(engine.tokenize("<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n"))
+    request = GenerateRequest(prompt, SamplingParams(max_tokens=4, logit_bias=NO_EOS))
+
+    async def turns() -> list[tuple[int, int, int]]:
+        seen = []  # per turn: connections opened before it, at its first event, at its end
+        client = engine.async_client()
+        for _ in range(3):
+            before = client.opened
+            events = engine.generate(request)
+            assert isinstance(await anext(events), PromptEvaluated)
+            at_first = client.opened
+            assert isinstance([e async for e in events][-1], GenerationFinished)
+            seen.append((before, at_first, client.opened))
+            for _ in range(500):  # the remote's close seen, and its replacement open
+                if client.opened == at_first + 1 and client.idle == 1:
+                    break
+                await asyncio.sleep(0.01)
+        return seen
+
+    try:
+        assert asyncio.run(turns()) == [(0, 1, 1), (2, 2, 2), (3, 3, 3)]
+    finally:
+        asyncio.run(engine.close())
+
+
 def test_overflow_and_unreachable_remote(remote_chatml: RemoteServer) -> None:
     engine = connect(remote_chatml)
     try:

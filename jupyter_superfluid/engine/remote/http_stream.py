@@ -14,6 +14,11 @@ llama-server stream (median of 70, 2 cores); this client is that exchange and no
   closed, which is how the remote learns to stop generating;
 - a connection that was idle may have been closed by the remote meanwhile: a request
   that gets no byte of answer on one is sent once more on a new connection;
+- llama-server closes every connection that carried a streamed answer, right after
+  it; so that the next turn does not wait for a TCP connect (and a TLS handshake, for
+  an ``https`` remote), a connection the remote closes after answering on it is
+  replaced at once by one spare, opened in the background (a spare the remote closes
+  unused, when its keep-alive runs out, is not replaced: at most one per answer);
 - a stream silent for ``read_timeout`` seconds is aborted by one timer per stream (no
   task per read);
 - failures are httpx's exception types (``ConnectError``, ``ConnectTimeout``,
@@ -49,9 +54,17 @@ class _Connection:
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
     reused: bool = False
+    watch: asyncio.Task[None] | None = None  # while idle: waits for the remote's close
 
     def usable(self) -> bool:
         return not self.writer.transport.is_closing() and not self.reader.at_eof()
+
+    async def unwatch(self) -> None:
+        """Stop waiting for the remote's close, so that a request can read here."""
+        if self.watch is not None:
+            self.watch.cancel()
+            await asyncio.wait({self.watch})  # its reader is free only once it has ended
+            self.watch = None
 
     def close(self) -> None:
         self.writer.transport.abort()
@@ -159,6 +172,7 @@ class StreamClient:
         self._connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self._idle: list[_Connection] = []
+        self._spare: asyncio.Task[None] | None = None  # a connection being opened ahead
         self.opened = 0  # connections made, over the client's life
 
     @property
@@ -187,7 +201,9 @@ class StreamClient:
                 response._conn.close()  # left unread: the remote sees the client go
 
     async def _exchange(self, request: bytes, timeout: float) -> StreamResponse:
-        conn = self._idle_connection() or await self._connect()
+        if not self._idle and self._spare is not None and not self._spare.done():
+            await asyncio.wait({self._spare})  # already under way: sooner than another
+        conn = await self._idle_connection() or await self._connect()
         try:
             return await self._send(conn, request, timeout)
         except _IdleClosed:
@@ -213,9 +229,10 @@ class StreamClient:
             raise
         return StreamResponse(status, headers, conn, watch)
 
-    def _idle_connection(self) -> _Connection | None:
+    async def _idle_connection(self) -> _Connection | None:
         while self._idle:
             conn = self._idle.pop()
+            await conn.unwatch()
             if conn.usable():
                 conn.reused = True
                 return conn
@@ -236,17 +253,43 @@ class StreamClient:
         self.opened += 1
         return _Connection(reader, writer)
 
-    def _keep(self, conn: _Connection) -> None:
+    def _keep(self, conn: _Connection, *, replace: bool = True) -> None:
+        """Keep ``conn`` for the next request; ``replace``: by a spare if the remote closes it."""
         if len(self._idle) < IDLE_KEPT and conn.usable():
             conn.reused = False
             self._idle.append(conn)
+            conn.watch = asyncio.get_running_loop().create_task(self._watch(conn, replace))
         else:
             conn.close()
 
+    async def _watch(self, conn: _Connection, replace: bool) -> None:
+        """Drop an idle connection once the remote closes it; maybe open a spare."""
+        with contextlib.suppress(OSError):
+            await conn.reader.read(1)  # its end (or a byte nobody asked for: dropped too)
+        if conn not in self._idle:
+            return
+        self._idle.remove(conn)
+        conn.watch = None
+        conn.close()
+        if replace and not self._idle and (self._spare is None or self._spare.done()):
+            self._spare = asyncio.get_running_loop().create_task(self._open_spare())
+
+    async def _open_spare(self) -> None:
+        try:
+            conn = await self._connect()
+        except httpx.TransportError:
+            return  # the next request connects, and reports the failure, itself
+        self._keep(conn, replace=False)  # closed unused (its keep-alive ran out): not replaced
+
     async def aclose(self) -> None:
         """Close the idle connections (streams in progress close with their requests)."""
+        if self._spare is not None:
+            self._spare.cancel()
+            await asyncio.wait({self._spare})
         while self._idle:
-            self._idle.pop().close()
+            conn = self._idle.pop()
+            await conn.unwatch()
+            conn.close()
 
 
 def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
