@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,6 +84,23 @@ def times(value: float | None) -> str:
 def ratio_of(top: dict[str, Any] | None, bottom: dict[str, Any] | None) -> float | None:
     """Ratio of two summaries' medians."""
     return ratio(top, bottom)
+
+
+def paired_overhead(top: list[StreamResult], bottom: list[StreamResult]) -> float | None:
+    """1 + the median of the per-turn TTFT differences over the baseline's median TTFT.
+
+    For turns measured in pairs (each of ``top`` right after or before its ``bottom``), so
+    that load from elsewhere, which hits a pair alike, cancels out of the difference.
+    """
+    pairs = [
+        (a.ttft, b.ttft)
+        for a, b in zip(top, bottom, strict=True)
+        if a.ttft is not None and b.ttft is not None and a.error is None and b.error is None
+    ]
+    if not pairs:
+        return None
+    base = statistics.median(b for _, b in pairs)
+    return round(1 + statistics.median(a - b for a, b in pairs) / base, 4)
 
 
 def median_of(values: Sequence[int | None]) -> int | None:

@@ -21,7 +21,15 @@ from bench import servers
 from bench.client import StreamResult
 from bench.context import Context
 from bench.conversation import Conversation
-from bench.scenarios.common import Section, median_of, ratio_of, spread, times, ttft_summary
+from bench.scenarios.common import (
+    Section,
+    median_of,
+    paired_overhead,
+    ratio_of,
+    spread,
+    times,
+    ttft_summary,
+)
 from bench.servers import Server
 from bench.turns import (
     BUILD_OUTPUT_TOKENS,
@@ -149,6 +157,15 @@ async def run(ctx: Context) -> Section:
             ]
         )
     _judge(section, ctx.cfg.interleaved_counts)
+    paired = [
+        f"{count} conversations {times(data.get('paired_overhead'))}"
+        for count, data in section.data.items()
+    ]
+    if paired:
+        section.notes.append(
+            "Paired (1 + the median of each turn's TTFT minus llama-server alone's same turn, "
+            "over llama-server alone's median): " + ", ".join(paired) + "."
+        )
     if not section.data:
         section.notes.append("not run: pass --with-llama-server to build and compare with it")
     section.notes.append(
@@ -170,6 +187,7 @@ def _summarise(sf: list[StreamResult], alone: list[StreamResult]) -> dict[str, A
         "warm_fraction": _warm_fraction(sf),
         "alone": s_alone,
         "superfluid_over_alone": ratio_of(s_sf, s_alone),
+        "paired_overhead": paired_overhead(sf, alone),
     }
 
 
