@@ -98,7 +98,9 @@ async def _timed_stream(
 ) -> StreamResult:
     """POST ``body`` (stream on) and time its SSE stream; ``on_event`` reads each event.
 
-    The stream ends at ``[DONE]`` (as OpenAI and OpenResponses write it) or at its end.
+    The events end at ``[DONE]`` (as OpenAI and OpenResponses write it) or at the body's
+    end. The body is read to its end, as the openai SDK does over HTTP/1.1, so that a
+    server that keeps the connection alive serves the next request on it.
     """
     result = StreamResult()
     started = time.monotonic()
@@ -109,10 +111,11 @@ async def _timed_stream(
                 return result
             warm = r.headers.get("x-superfluid-warm")
             result.warm_header = int(warm) if warm is not None else None
+            done = False
             async for _, data in sse_events(r):
-                if data.strip() == "[DONE]":
-                    break
-                on_event(result, started, json.loads(data))
+                done = done or data.strip() == "[DONE]"
+                if not done:
+                    on_event(result, started, json.loads(data))
     except httpx.HTTPError as err:
         result.error = f"{type(err).__name__}: {err}"
     result.total = time.monotonic() - started
