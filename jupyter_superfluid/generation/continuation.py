@@ -54,12 +54,14 @@ async def load_continuation(
     """The conversation ending at a stored response visible to ``owner``, or None."""
     # One hop to a thread for all the reads: each hop is a thread wake-up and a
     # loop wake-up, which on a busy machine cost more than the reads themselves.
-    return await asyncio.to_thread(_load, store, response_id, owner, known or StoredMessages())
+    return await asyncio.to_thread(read_continuation, store, response_id, owner, known)
 
 
-def _load(
-    store: Store, response_id: str, owner: str | None, known: StoredMessages
+def read_continuation(
+    store: Store, response_id: str, owner: str | None, known: StoredMessages | None = None
 ) -> tuple[Continuation, ResponseRecord] | None:
+    """``load_continuation`` on this thread (blocking: the store's reads)."""
+    known = known or StoredMessages()
     prev = store.get_response(response_id, owner)
     if prev is None:
         return None

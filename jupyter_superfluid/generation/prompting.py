@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,11 @@ class Continuation:
     end: int = 0  # its events that belong to the stored response
     meta: dict[str, Any] = field(default_factory=dict)  # the stored session's meta
     completed: bool = True  # the stored turn ended normally
+
+
+ContinuationReader = Callable[[], Continuation]
+"""A stored continuation still to be read: called on the render's worker thread, so that
+reading it from the store and rendering the turn take one hop off the event loop."""
 
 
 @dataclass

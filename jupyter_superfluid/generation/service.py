@@ -48,6 +48,7 @@ from jupyter_superfluid.generation.decode import TurnResult, run_generation
 from jupyter_superfluid.generation.prompt_tokens import prompt_tokens
 from jupyter_superfluid.generation.prompting import (
     Continuation,
+    ContinuationReader,
     Prompt,
     PromptBuilder,
     PromptEvent,
@@ -55,7 +56,7 @@ from jupyter_superfluid.generation.prompting import (
     head_key,
     message_item,
 )
-from jupyter_superfluid.models.hub import ModelHub
+from jupyter_superfluid.models.hub import LoadedModel, ModelHub
 from jupyter_superfluid.store import (
     Event,
     IdempotentResult,
@@ -113,12 +114,13 @@ class ChatService:
     async def prepare(
         self,
         request: ChatRequest,
-        continuation: Continuation | None = None,
+        continuation: Continuation | ContinuationReader | None = None,
         *,
         retain: bool = False,
         owner: str | None = None,
     ) -> Turn:
-        """Render and tokenize ``request`` (continuing ``continuation`` if given).
+        """Render and tokenize ``request`` (continuing ``continuation`` if given, read
+        first if it is still to be read).
 
         ``retain``: the turn will be stored and can be continued, so the engine
         keeps its KV state (one-off turns leave only the prefixes that recur).
@@ -129,15 +131,14 @@ class ChatService:
         kwargs = codec.template_kwargs_for_effort(request.reasoning_effort)
         tools = request.tools if request.tool_choice.mode != "none" else ()
         head = head_key(request.instructions, tools, kwargs)
-        prior = continuation.messages if continuation is not None else ()
-        media_input.check_kinds(media_input.gather(prior + request.messages), model.engine.info)
         builder = PromptBuilder(
             codec,
             prompt_tokens(model.engine),
             functools.partial(media_input.tokenize, model.engine),
         )
         lead = (ChatMessage("system", request.instructions),) if request.instructions else ()
-        # Rendering and tokenizing a long conversation is real work: off the event loop.
+        # Reading a stored conversation, rendering and tokenizing it is real work: off the
+        # event loop, in one hop (each hop costs a thread's and the loop's wake-up).
         try:
             prompt, forked, suffix = await asyncio.to_thread(
                 self._build_prompt,
@@ -148,7 +149,7 @@ class ChatService:
                 tools,
                 kwargs,
                 head,
-                model.id,
+                model,
             )
         except EngineUnavailableError as err:  # the engine process is restarting
             raise EngineUnavailable(str(err), code=err.code) from err
@@ -193,24 +194,27 @@ class ChatService:
         builder: PromptBuilder,
         lead: tuple[ChatMessage, ...],
         new: tuple[ChatMessage, ...],
-        cont: Continuation | None,
+        continuation: Continuation | ContinuationReader | None,
         tools: tuple[ToolSpec, ...],
         kwargs: dict,
         head: str,
-        model_id: str,
+        model: LoadedModel,
     ) -> tuple[Prompt, bool, list[int]]:
         """The prompt, whether it forks the stored session, and the closing to cache."""
+        cont = continuation() if callable(continuation) else continuation
         prompt: Prompt | None = None
         prior = cont.messages if cont is not None else ()
-        if media_input.gather(prior + new):
+        media = media_input.gather(prior + new)
+        media_input.check_kinds(media, model.engine.info)
+        if media:
             prompt = builder.with_media(lead, prior + new, tools, kwargs)
             return prompt, False, builder.expected_closing(prompt, tools, kwargs)
-        if cont is not None and self._can_fork(cont, builder, head, model_id):
+        if cont is not None and self._can_fork(cont, builder, head, model.id):
             assert cont.session_id is not None
             stored = self.store.session_tokens(cont.session_id, cont.end)
             prompt = builder.fork(cont, stored, lead, new, tools, kwargs)
         forked = prompt is not None
-        split = _split_of(cont, head, model_id) if prompt is None else None
+        split = _split_of(cont, head, model.id) if prompt is None else None
         if split is not None and cont is not None and cont.session_id is not None:
             stored = self.store.session_tokens(cont.session_id, cont.end)
             prompt = builder.extend(split, stored, lead + prior + new, tools, kwargs)

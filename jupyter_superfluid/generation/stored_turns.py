@@ -24,9 +24,13 @@ from jupyter_superfluid.chat.types import (
     PromptProcessed,
 )
 from jupyter_superfluid.errors import InvalidRequest, NotFound, generation_error
-from jupyter_superfluid.generation.continuation import StoredMessages, load_continuation
+from jupyter_superfluid.generation.continuation import (
+    StoredMessages,
+    load_continuation,
+    read_continuation,
+)
 from jupyter_superfluid.generation.items import preview, with_ids
-from jupyter_superfluid.generation.prompting import Continuation
+from jupyter_superfluid.generation.prompting import Continuation, ContinuationReader
 from jupyter_superfluid.generation.service import ChatService, Turn
 from jupyter_superfluid.generation.stored import StoredResponse, output_item, stored_response
 from jupyter_superfluid.store import (
@@ -140,10 +144,21 @@ class StoredTurns:
             raise previous_not_found(previous_id)
         return found
 
+    def continuation_reader(self, previous_id: str, owner: str | None) -> ContinuationReader:
+        """``continuation``, read when the turn is rendered (one hop off the loop for both)."""
+
+        def read() -> Continuation:
+            found = read_continuation(self.store, previous_id, owner, self._messages)
+            if found is None:
+                raise previous_not_found(previous_id)
+            return found[0]
+
+        return read
+
     async def prepare(
         self,
         request: ChatRequest,
-        continuation: Continuation | None,
+        continuation: Continuation | ContinuationReader | None,
         *,
         owner: str | None,
         protocol: str,

@@ -74,7 +74,9 @@ class LmspResponses:
         messages = messages_from_items(req.input)  # wire's items, as validated
         ensure_messages(messages, param="input")
         tools = to_tools(req.tools)
-        cont, _ = await self.turns.continuation(req.previous_response_id, principal.owner)
+        previous = req.previous_response_id
+        # Read with the render, in one hop off the event loop.
+        cont = self.turns.continuation_reader(previous, principal.owner) if previous else None
         chat_request = ChatRequest(
             model=req.model,
             messages=messages,

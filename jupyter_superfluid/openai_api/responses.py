@@ -21,7 +21,7 @@ from jupyter_superfluid.generation.items import (
     to_tool_choice,
     to_tools,
 )
-from jupyter_superfluid.generation.prompting import Continuation
+from jupyter_superfluid.generation.prompting import Continuation, ContinuationReader
 from jupyter_superfluid.generation.stored_turns import PreparedTurn, SilentEncoder, StoredTurns
 from jupyter_superfluid.generation.wire import FunctionTool
 from jupyter_superfluid.openai_api.background import Background
@@ -116,11 +116,11 @@ class Responses:
         conv: ConversationTurn | None,
         principal: Principal,
         local: Mapping[str, Continuation] | None,
-    ) -> tuple[Continuation | None, str | None, str]:
+    ) -> tuple[Continuation | ContinuationReader | None, str | None, str]:
         """What the turn continues (a stored response, or this connection's unstored one),
         the previous response's id and the model (named, or the one continued)."""
         previous_id = conv.previous_response_id if conv is not None else req.previous_response_id
-        cont: Continuation | None
+        cont: Continuation | ContinuationReader | None
         if local is not None and previous_id is not None and previous_id in local:
             if req.store:
                 raise InvalidRequest(
@@ -129,6 +129,10 @@ class Responses:
                 )
             cont = local[previous_id]
             continued = cont.meta.get("model")
+        elif req.model and previous_id is not None:
+            # The model is named: the stored conversation is read with the render (one hop).
+            reader = self.turns.continuation_reader(previous_id, principal.owner)
+            return reader, previous_id, req.model
         else:
             cont, prev = await self.turns.continuation(previous_id, principal.owner)
             continued = prev.model if prev is not None else None
