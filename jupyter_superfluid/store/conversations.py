@@ -23,6 +23,7 @@ from typing import Any, Literal
 from jupyter_superfluid.store import responses
 from jupyter_superfluid.store.db import Database
 from jupyter_superfluid.store.records import ConversationAppend, ResponseRecord, StoreError
+from jupyter_superfluid.store.session_tokens import SessionTokens
 
 
 class ConversationNotFound(StoreError, KeyError):
@@ -169,6 +170,7 @@ class ConversationsMixin:
 
     _db: Database
     _clock: Callable[[], float]
+    _tokens: SessionTokens
 
     def create_conversation(
         self,
@@ -219,6 +221,7 @@ class ConversationsMixin:
             for row in rows:  # every branch's responses, newest first
                 responses.delete(conn, row["response_id"], principal)
             conn.execute("DELETE FROM conversation_items WHERE conversation_id = ?", (conv_id,))
+        self._tokens.clear()  # purged sessions are read no more
 
     def list_conversations(
         self,

@@ -56,6 +56,7 @@ from jupyter_superfluid.store.records import (
     SessionInfo,
 )
 from jupyter_superfluid.store.served_models import ServedModelsMixin
+from jupyter_superfluid.store.session_tokens import REMEMBERED_TOKENS, SessionTokens
 from jupyter_superfluid.store.tasks import (
     DEFAULT_TASK_EVENT_RETENTION,
     TasksMixin,
@@ -85,6 +86,9 @@ class Store(IdempotencyMixin, TasksMixin, ServedModelsMixin, ConversationsMixin)
         self._clock = clock
         self.boot_id = new_id("boot")  # tells this process's claims from earlier ones'
         self._db = Database(self.path, readonly=readonly)
+        # Committed sessions' tokens, continued without a read; not in a reader beside the
+        # owning process, which may purge what it would remember.
+        self._tokens = SessionTokens(0 if readonly else REMEMBERED_TOKENS)
         self.recovered_claims = self.recovered_tasks = 0
         if readonly:
             return  # a reader (tests, backups, tools) beside the owning process
@@ -119,8 +123,13 @@ class Store(IdempotencyMixin, TasksMixin, ServedModelsMixin, ConversationsMixin)
 
     def session_tokens(self, session_id: str, end: int | None = None) -> list[int]:
         """Token ids of events [0, end) of a session through its forks, concatenated."""
+        if end is not None and (known := self._tokens.get(session_id, end)) is not None:
+            return known
         with self._db.read() as conn:
-            return log.read_tokens(conn, session_id, end).tolist()
+            tokens = log.read_tokens(conn, session_id, end)
+        if end is not None:
+            self._tokens.put(session_id, end, tokens)
+        return tokens.tolist()
 
     def commit_turn(
         self,
@@ -143,6 +152,11 @@ class Store(IdempotencyMixin, TasksMixin, ServedModelsMixin, ConversationsMixin)
                     )
             if idempotency is not None:
                 finish_in(conn, idempotency, self.boot_id)
+        # What [0, start) was: this session's own, or (new) its parent's up to the fork.
+        bases = [(session.id, start)]
+        if session.parent_id is not None and session.parent_len == start:
+            bases.append((session.parent_id, start))
+        self._tokens.committed(session.id, start, end, bases, (e.tokens for e in events))
         return end
 
     # -- responses -------------------------------------------------------------
@@ -186,7 +200,9 @@ class Store(IdempotencyMixin, TasksMixin, ServedModelsMixin, ConversationsMixin)
     def delete_response(self, response_id: str, principal: str | None = None) -> bool:
         """Delete a visible response (purge, reroot forks, cascade); False if not visible."""
         with self._db.write() as conn:
-            return responses.delete(conn, response_id, principal)
+            deleted = responses.delete(conn, response_id, principal)
+        self._tokens.clear()  # purged sessions are read no more
+        return deleted
 
     # -- maintenance -----------------------------------------------------------
 
@@ -202,5 +218,6 @@ class Store(IdempotencyMixin, TasksMixin, ServedModelsMixin, ConversationsMixin)
             if unreferenced_before is not None:
                 removed += log.drop_unreferenced(conn, unreferenced_before)
             removed += log.drop_purged(conn)
+        self._tokens.clear()
         self._db.checkpoint(compact=compact)
         return removed

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from jupyter_superfluid.store import Event, NewResponse, NewSession, Store, new_id
+from jupyter_superfluid.store import (
+    ConversationAppend,
+    Event,
+    NewResponse,
+    NewSession,
+    Store,
+    new_id,
+)
 
 
 class Clock:
@@ -52,6 +59,7 @@ def respond(
     principal: str | None = None,
     store_it: bool = True,
     fork: bool = True,
+    conversation: str | None = None,
 ) -> tuple[str, str, list[Event]]:
     """Commit one turn as the generation layer would; return (response id, session id, events).
 
@@ -79,6 +87,9 @@ def respond(
             previous_response_id=previous,
             principal=principal,
             preview=tag,
+            conversation=None
+            if conversation is None
+            else ConversationAppend(conversation, [e.item for e in events if e.kind == "input"]),
         )
     store.commit_turn(session, events, record)
     return rid, session.id, events
