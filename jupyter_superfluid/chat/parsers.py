@@ -120,6 +120,12 @@ class SyntaxParser:
         self._calls = syntax.calls if tools else None
         self._triggers = call_triggers(self._calls, tools) if self._calls else {}
         self._layout_markers = syntax.layout_markers
+        # What each mode watches for: fixed for the parser's life, and asked per token.
+        r = self._reasoning
+        self._watch_reasoning = self._markers((r.close,) if r else ())
+        self._watch_text = self._markers(
+            (r.open if r else "", *self._triggers, *self._layout_markers)
+        )
         opened = opens_reasoning and self._reasoning is not None and self._reasoning.close
         self._mode = _Mode.REASONING if opened else _Mode.TEXT
         self._buf = ""  # text not yet handled: a possible marker start, or a section
@@ -193,13 +199,11 @@ class SyntaxParser:
 
     # -- scanning -------------------------------------------------------------------
 
-    def _watched(self) -> tuple[str, ...]:
-        r = self._reasoning
-        if self._mode is _Mode.REASONING:
-            tags: tuple[str, ...] = (r.close,) if r else ()
-        else:
-            tags = (r.open if r else "", *self._triggers, *self._layout_markers)
+    def _markers(self, tags: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(t for t in (*tags, *self._ends) if t)
+
+    def _watched(self) -> tuple[str, ...]:
+        return self._watch_reasoning if self._mode is _Mode.REASONING else self._watch_text
 
     def _drain(self, events: list[ChatEvent], *, final: bool) -> None:
         while self._mode is not _Mode.DONE and self._buf:

@@ -241,10 +241,12 @@ class ChatCompletions:
     async def _chunks(self, req: ChatCompletionRequest, turn: Turn) -> AsyncGenerator[str, None]:
         env = _envelope(req, "chat.completion.chunk")
         calls: dict[int, int] = {}  # output index → tool_calls index
+        # The envelope is the same in every chunk: encoded once, not per token.
+        head = json.dumps(env)[:-1] + ', "choices": [{"index": 0, "delta": '
+        tail = ', "logprobs": null, "finish_reason": '
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-            return json.dumps({**env, "choices": [choice]})
+            return f"{head}{json.dumps(delta)}{tail}{json.dumps(finish)}}}]}}"
 
         events = self.chat.run(turn)
         try:

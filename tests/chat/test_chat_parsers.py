@@ -6,6 +6,7 @@ JSON, ``<think>`` reasoning); ``test_chat_families.py`` has every other family.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from jupyter_superfluid.builtin_models.templates import CHATML, QWEN3
 from jupyter_superfluid.chat.codec import ChatCodec
 from jupyter_superfluid.chat.parsers import OutputParser
+from jupyter_superfluid.chat.syntax.markers import overlap
 from jupyter_superfluid.chat.types import (
     ChatEvent,
     ItemDone,
@@ -226,3 +228,25 @@ def test_items_collects_finished_items() -> None:
     parser = hermes(opens_reasoning=True)
     run(parser, ["r</think>t"])
     assert parser.items == [OutputItem("reasoning", "r"), OutputItem("message", "t")]
+
+
+def _overlap_by_definition(text: str, markers: tuple[str, ...]) -> int:
+    longest = max((len(m) for m in markers), default=1)
+    for n in range(min(len(text), longest - 1), 0, -1):
+        if any(m.startswith(text[-n:]) for m in markers):
+            return n
+    return 0
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_held_back_text_is_the_longest_suffix_that_may_start_a_marker(seed: int) -> None:
+    """``overlap`` (asked per streamed token) agrees with its definition on random text."""
+    rng = random.Random(seed)
+    alphabet = "<|>/_ant\n "
+    for _ in range(5000):
+        markers = tuple(
+            "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 9)))
+            for _ in range(rng.randint(0, 4))
+        )
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
+        assert overlap(text, markers) == _overlap_by_definition(text, markers), (text, markers)

@@ -109,10 +109,18 @@ def special_tokens(texts: Iterable[str]) -> list[str]:
 def overlap(text: str, markers: Sequence[str]) -> int:
     """Length of the longest suffix of ``text`` that is a proper prefix of a marker."""
     longest = max((len(m) for m in markers), default=1)
-    for n in range(min(len(text), longest - 1), 0, -1):
-        if any(m.startswith(text[-n:]) for m in markers):
-            return n
-    return 0
+    at = max(0, len(text) - longest + 1)
+    # Asked for every streamed token: only a suffix that starts with a marker's
+    # first character can be one's prefix, so jump to those with ``find``.
+    while True:
+        starts = [i for m in markers if m and (i := text.find(m[0], at)) >= 0]
+        if not starts:
+            return 0
+        at = min(starts)
+        tail = text[at:]
+        if any(m.startswith(tail) for m in markers):
+            return len(tail)
+        at += 1
 
 
 def end_marker(end: str, user_close: str, prompt: str) -> str:
