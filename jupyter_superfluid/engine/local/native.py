@@ -189,6 +189,10 @@ class Vocab:
         fim = (int(pre), int(suf), int(L.llama_vocab_fim_mid(self.ptr)))
         # The metadata's ids, or those llama.cpp found by their known spellings.
         self.fim: tuple[int, int, int] | None = fim if min(fim) >= 0 else None
+        # Rendered pieces by token: asked once per generated token on the worker's
+        # step, where a ctypes call and a fresh buffer cost more than the lookup.
+        # Bounded by the vocabulary, and filled only by the tokens actually seen.
+        self._pieces: dict[int, bytes] = {}
 
     def is_eog(self, token: int) -> bool:
         """Whether ``token`` ends a generation."""
@@ -208,12 +212,17 @@ class Vocab:
 
     def piece(self, token: int, *, special: bool = True) -> bytes:
         """The bytes of one token (control tokens rendered when ``special``)."""
+        if special and (known := self._pieces.get(token)) is not None:
+            return known
         size = 64
         for _ in range(2):
             buf = ctypes.create_string_buffer(size)
             n = L.llama_token_to_piece(self.ptr, token, buf, size, 0, special)
             if n >= 0:
-                return buf.raw[:n]
+                data = buf.raw[:n]
+                if special:
+                    self._pieces[token] = data
+                return data
             size = -n
         raise RuntimeError(f"cannot render token {token}")
 
