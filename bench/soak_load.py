@@ -57,6 +57,7 @@ class SoakResult:
     """Finished requests per window and kind, errors, memory samples, the server's counters."""
 
     done: list[int] = field(default_factory=list)  # per window
+    prompts: list[int] = field(default_factory=list)  # input tokens of those requests, per window
     cpu: list[float] = field(default_factory=list)  # the server's CPU seconds, per window
     kinds: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
@@ -78,11 +79,22 @@ class SoakResult:
         """
         return [1000 * c / n if n else None for c, n in zip(self.cpu, self.done, strict=True)]
 
+    def prompt_tokens_per_request(self) -> list[float | None]:
+        """The mean input tokens of the requests finished in each window: what each asked.
+
+        Conversations start short and grow to ``history_cap``, so the first window's
+        continued turns carry less history than a later window's.
+        """
+        return [t / n if n else None for t, n in zip(self.prompts, self.done, strict=True)]
+
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values (RSS thinned to at most 60 samples)."""
         step = max(1, len(self.rss) // 60)
         return {
             "done": self.done,
+            "prompt_tokens_per_request": [
+                None if v is None else round(v, 1) for v in self.prompt_tokens_per_request()
+            ],
             "cpu_ms_per_request": [
                 None if v is None else round(v, 2) for v in self.cpu_ms_per_request()
             ],
@@ -202,7 +214,7 @@ async def _sample(
 
 async def soak(server: Server, tokenizer: Tokenizer, cfg: SoakConfig) -> SoakResult:
     """Run the mixed load on ``server`` for ``cfg.seconds``; what it measured."""
-    out = SoakResult(done=[0] * cfg.windows, cpu=[0.0] * cfg.windows)
+    out = SoakResult(done=[0] * cfg.windows, prompts=[0] * cfg.windows, cpu=[0.0] * cfg.windows)
     started = time.monotonic()
     deadline = started + cfg.seconds
     window = cfg.seconds / cfg.windows
@@ -219,7 +231,9 @@ async def soak(server: Server, tokenizer: Tokenizer, cfg: SoakConfig) -> SoakRes
                 out.first_error = out.first_error or (result.error or "no status")
                 continue
             if now <= deadline:
-                out.done[min(int((now - started) / window), cfg.windows - 1)] += 1
+                k = min(int((now - started) / window), cfg.windows - 1)
+                out.done[k] += 1
+                out.prompts[k] += result.input_tokens or 0
             out.kinds[kind] += 1
             out.cached_tokens += result.cached_tokens or 0
             out.input_tokens += result.input_tokens or 0
