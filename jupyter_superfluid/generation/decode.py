@@ -42,11 +42,18 @@ class TurnResult:
     usage: Usage = field(default_factory=Usage)
     items: list[OutputItem] = field(default_factory=list)
     generated: list[int] = field(default_factory=list)
-    generated_text: str = ""
+    # The text of each generated token, joined once when the turn is committed: adding
+    # to one string per token copies the whole text each time (quadratic in its length).
+    generated_pieces: list[str] = field(default_factory=list)
     reasoning_tokens: int = 0
     code: str | None = None  # failed: the engine's machine code, if the engine failed
     counted: int | None = None  # generated tokens as the engine counts them (a remote may
     # stream a different number of ids: it re-tokenizes what it cannot send)
+
+    @property
+    def generated_text(self) -> str:
+        """Everything generated, as text."""
+        return "".join(self.generated_pieces)
 
 
 async def run_generation(
@@ -78,7 +85,7 @@ async def run_generation(
                 # included) is a reasoning token: counted as generated, not re-tokenized.
                 result.reasoning_tokens += parser.in_reasoning
                 result.generated.append(event.token_id)
-                result.generated_text += event.text
+                result.generated_pieces.append(event.text)
                 for out in stops.apply(parser.feed(event.text)):
                     yield _track(result, out)
                 if stops.hit:
