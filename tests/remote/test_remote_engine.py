@@ -20,8 +20,13 @@ from jupyter_superfluid.engine.base import (
     TokenGenerated,
 )
 from jupyter_superfluid.engine.local.llama import LlamaEngine
-from jupyter_superfluid.engine.remote.llama_completion import completion_body, remote_seed
+from jupyter_superfluid.engine.remote.llama_completion import (
+    CompletionRelay,
+    completion_body,
+    remote_seed,
+)
 from jupyter_superfluid.engine.remote.llama_server import LlamaServerEngine
+from jupyter_superfluid.engine.remote.pool import PoolEngine
 from jupyter_superfluid.models.registry import ModelRegistry, parse_spec
 from jupyter_superfluid.pytest_plugin import free_port
 
@@ -137,6 +142,46 @@ def test_generation_streams_every_token_and_the_remote_cache_count(
     # The second prompt is served from the remote's cache (all of it but the one token
     # llama-server always evaluates), and the count is the remote's.
     assert again[0].cached_tokens == len(prompt) - 1
+
+
+def _progress(total: int, cache: int, processed: int) -> dict:
+    """A progress report as llama-server streams it (``return_progress``), placeholder included."""
+    report = {"total": total, "cache": cache, "processed": processed, "time_ms": 0}
+    return {"index": 0, "content": "", "tokens": [0], "stop": False, "prompt_progress": report}
+
+
+def test_the_remote_s_first_progress_report_opens_the_generation(
+    remote_chatml: RemoteServer,
+) -> None:
+    """It comes as the remote starts on the prompt, with the count its cache serves: the
+    turn opens then, while the remote evaluates the rest, not with the first token. A
+    pool's replicas open with their first token (failover covers what comes before)."""
+    engine = connect(remote_chatml)
+    (a,) = engine.tokenize("a", special=False)
+    token = {"index": 0, "content": "a", "tokens": [a], "stop": False, "tokens_predicted": 1}
+    chunks = (_progress(40, 32, 32), _progress(40, 32, 40), token)
+
+    def events(relay: CompletionRelay) -> list[list]:
+        async def each() -> list[list]:
+            return [await relay.events(chunk) for chunk in chunks]
+
+        return asyncio.run(each())
+
+    try:
+        assert engine.opens_before_first_token
+        early = events(CompletionRelay(engine, 40, open_on_progress=True))
+        assert early == [[PromptEvaluated(40, 32)], [], [TokenGenerated(a, "a")]]
+        late = events(CompletionRelay(engine, 40, open_on_progress=False))
+        assert late == [[], [], [PromptEvaluated(40, 32), TokenGenerated(a, "a")]]
+        pool = PoolEngine.connect("pooled", [(remote_chatml.url, lambda: connect(remote_chatml))])
+        try:
+            (replica,) = pool._replicas
+            assert isinstance(replica.engine, LlamaServerEngine)
+            assert not replica.engine.opens_before_first_token
+        finally:
+            asyncio.run(pool.close())
+    finally:
+        asyncio.run(engine.close())
 
 
 def test_a_turn_goes_on_the_connection_opened_as_the_last_one_closed(

@@ -70,6 +70,11 @@ class RemoteEngine:
     """A model served elsewhere over HTTP; ``kind`` names the remote in messages."""
 
     kind = "remote"
+    # Whether a generation's first event may come before its first token, as soon as
+    # the remote reports that it took the prompt (llama-server's first progress report):
+    # the turn then opens while the remote evaluates. A pool turns it off for its
+    # replicas: it fails a generation over to another replica only before its first event.
+    opens_before_first_token = True
 
     def __init__(
         self,

@@ -88,15 +88,16 @@ def remote_seed(seed: int | None) -> int:
 class CompletionRelay:
     """Turns one generation's ``/completion`` chunks into engine events."""
 
-    def __init__(self, engine: TextLookups, n_prompt: int) -> None:
+    def __init__(self, engine: TextLookups, n_prompt: int, *, open_on_progress: bool) -> None:
         self.engine = engine
         self.n_prompt = n_prompt
+        self.open_on_progress = open_on_progress
         self.started = False  # PromptEvaluated sent
         self.predicted = 0  # tokens the remote generated so far
         self.cached = 0
 
     async def events(self, chunk: dict[str, Any]) -> list[EngineEvent]:
-        """The events of one chunk (none for a progress report)."""
+        """The events of one chunk (a progress report: PromptEvaluated if the first)."""
         if "error" in chunk:
             error = chunk["error"] if isinstance(chunk["error"], dict) else {}
             unavailable = error.get("type") == "unavailable_error" or error.get("code") == 503
@@ -108,7 +109,10 @@ class CompletionRelay:
         # A progress report carries a placeholder token (id 0) that was never generated.
         tokens = [] if progress else [int(t) for t in chunk.get("tokens") or ()]
         out: list[EngineEvent] = []
-        if (tokens or chunk.get("stop")) and not self.started:
+        # llama-server's first progress report comes as it starts on the prompt, with the
+        # count its cache serves; its first token comes once the rest is evaluated.
+        opens = bool(tokens or chunk.get("stop") or (progress and self.open_on_progress))
+        if opens and not self.started:
             self.started = True
             out.append(PromptEvaluated(self.n_prompt, self.cached))
         if tokens:

@@ -151,7 +151,7 @@ class LlamaServerEngine(RemoteEngine):
         the first event, EngineUnavailableError when the remote cannot be reached.
         """
         n_prompt = self.check_request(request)
-        relay = CompletionRelay(self, n_prompt)
+        relay = CompletionRelay(self, n_prompt, open_on_progress=self.opens_before_first_token)
         return self.relay_stream("/completion", completion_body(request), relay)
 
     async def special_text(self, token: int) -> str:

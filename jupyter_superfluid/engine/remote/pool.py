@@ -12,7 +12,8 @@ replica that serves another is *refused*, with a message saying what differs).
   conversations, then the first given). ``round-robin`` ignores affinity, each
   generation going to the next up replica: a benchmarking aid, to measure affinity.
 - Failover: a replica that fails before a generation's first event (unreachable, 5xx,
-  ``EngineUnavailableError``) is marked down, its conversations are unpinned, and the
+  ``EngineUnavailableError``; a replica's first event waits for its first token, so this
+  covers the prompt's evaluation) is marked down, its conversations are unpinned, and the
   generation goes to another replica, where it is served cold and correct (a prompt is
   whole token ids). One lost mid-stream fails that generation (its events were sent)
   and is marked down. A request fails only when every replica is down:
@@ -48,6 +49,7 @@ from jupyter_superfluid.engine.base import (
     TokenGenerated,
 )
 from jupyter_superfluid.engine.remote.affinity import AffinityTable, Conversation, Match
+from jupyter_superfluid.engine.remote.client import RemoteEngine
 from jupyter_superfluid.engine.remote.replicas import (
     RETRY_CAP_S,
     Connector,
@@ -360,9 +362,15 @@ class PoolEngine:
 def _open(connector: Connector) -> Engine | BaseException:
     """A connected engine, or why it could not be had (blocking)."""
     try:
-        return connector()
+        engine = connector()
     except Exception as err:  # any failure is the replica's: it is retried
         return err
+    if isinstance(engine, RemoteEngine):
+        # Failover covers what comes before a generation's first event: a replica's
+        # first event waits for its first token, so a replica lost while it evaluates
+        # the prompt is failed over too.
+        engine.opens_before_first_token = False
+    return engine
 
 
 def _unavailable(event: EngineEvent) -> bool:
