@@ -190,6 +190,7 @@ def _lifecycle(config: Superfluid, store: Store) -> ModelLifecycle:
             config.engine_isolation,
             restart_wait=config.engine_restart_wait,
             stall_timeout=config.engine_stall_timeout,
+            stream_interval=config.engine_stream_interval,
         ),
         remote_timeout=config.remote_timeout,
         pool_routing=config.pool_routing,

@@ -46,7 +46,9 @@ def _entry(rates: list[float], errors: int, ttfts: list[float], cached: int) -> 
     return {"rate": summary(rates), "errors": errors, "ttft": summary(ttfts), "cached": cached}
 
 
-KEYS = ("sf", "ls", "lc")  # superfluid, llama-server -np N, llama_cpp.server
+# superfluid, superfluid sending each step's tokens at once, llama-server -np N, llama_cpp.server
+KEYS = ("sf", "sf0", "ls", "lc")
+EACH_STEP = "--engine-stream-interval=0"
 
 
 async def _measure(ctx: Context, servers: dict[str, Server | None]) -> dict[str, dict[int, Any]]:
@@ -117,7 +119,8 @@ def _cached(entry: dict[str, Any] | None) -> str:
 async def _started_and_measured(ctx: Context, threads: int | None) -> dict[str, dict[int, Any]]:
     """Start superfluid and llama-server (``threads``: instead of the configured ones), measure.
 
-    ``llama_cpp.server`` is shared by the run, so only the configured threads compare it.
+    ``llama_cpp.server`` is shared by the run, so only the configured threads compare it,
+    and superfluid with each step's tokens sent at once.
     """
     slots = max(ctx.cfg.concurrency)
     servers = {
@@ -125,10 +128,11 @@ async def _started_and_measured(ctx: Context, threads: int | None) -> dict[str, 
         "ls": await ctx.llama_server(slots, threads),
     }
     servers["sf"] = await ctx.superfluid(extra=() if threads is None else (f"--threads={threads}",))
+    servers["sf0"] = await ctx.superfluid(extra=(EACH_STEP,)) if threads is None else None
     try:
         return await _measure(ctx, servers)
     finally:
-        for key in ("sf", "ls"):
+        for key in ("sf", "sf0", "ls"):
             server = servers[key]
             if server is not None:
                 server.stop()
@@ -161,6 +165,7 @@ async def run(ctx: Context) -> Section:
         ],
     )
     _rows(ctx, section, got, "")
+    _each_step_rows(ctx, section, got)
     if spare is not None:
         section.data["one_thread"] = {}
         _rows(ctx, section, spare, ", 1 thread")
@@ -206,6 +211,31 @@ def _rows(ctx: Context, section: Section, got: dict[str, dict[int, Any]], label:
             section.target(f">= 1.0 x llama-server's throughput, {n} streams", times(native), met)
 
 
+def _each_step_rows(ctx: Context, section: Section, got: dict[str, dict[int, Any]]) -> None:
+    """superfluid with each step's tokens sent at once: rows, the server's CPU, no targets."""
+    section.data["each_step"] = {}
+    for n in ctx.cfg.concurrency:
+        a, b = got["sf0"][n], got["ls"].get(n)
+        ours = [f"{n}, each step at once", _cell(a), str(a["errors"]), _ms(a)]
+        section.rows.append([*ours, _cell(b), _errors(b), _ms(b), times(_ratio(a, b)), "-", "-"])
+        section.data["each_step"][str(n)] = {"superfluid": a, "llama_server_ratio": _ratio(a, b)}
+    section.notes.append(
+        "superfluid's engine process holds a stream's tokens up to 8 ms and sends them"
+        " together (`engine_stream_interval`; a prompt's first token and a stream's end go"
+        " at once, and a client still gets an event per token); the rows marked each step at"
+        f" once run with `{EACH_STEP}`. Its HTTP server's CPU per streamed token:"
+        f" {_cpu_per_token(got['sf'])} ms held, {_cpu_per_token(got['sf0'])} ms each step"
+        " at once."
+    )
+
+
+def _cpu_per_token(entries: dict[int, Any]) -> str:
+    """A superfluid server process's CPU per streamed token over all stream counts, in ms."""
+    seconds = sum(e["process_cpu_s"] for e in entries.values())
+    tokens = sum(e["tokens"] for e in entries.values())
+    return f"{1000 * seconds / tokens:.2f}" if tokens else "-"
+
+
 def _one_thread_note(
     ctx: Context, got: dict[str, dict[int, Any]], spare: dict[str, dict[int, Any]]
 ) -> str:
@@ -214,11 +244,9 @@ def _one_thread_note(
         f"{n} streams {times(_ratio(spare['sf'][n], spare['ls'].get(n)))}"
         for n in ctx.cfg.concurrency
     )
-    seconds = sum(e["process_cpu_s"] for e in got["sf"].values())
-    tokens = sum(e["tokens"] for e in got["sf"].values())
-    spent = f"{1000 * seconds / tokens:.2f}" if tokens else "-"
     return (
-        f"superfluid's HTTP server, a Python process, spent {spent} ms of CPU per streamed"
+        f"superfluid's HTTP server, a Python process, spent {_cpu_per_token(got['sf'])} ms of"
+        " CPU per streamed"
         " token (engine frames in, SSE out), on the cores that llama.cpp's"
         f" {ctx.cfg.threads} compute threads keep busy; llama-server's HTTP thread is C++. With"
         " one compute thread each, a core left for the HTTP layers (the rows marked 1 thread):"

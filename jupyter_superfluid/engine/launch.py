@@ -47,18 +47,26 @@ async def launch_in_process(model_id: str, path: Path, **options: Any) -> Engine
 
 
 def launcher_for(
-    isolation: str, *, restart_wait: float | None = None, stall_timeout: float | None = None
+    isolation: str,
+    *,
+    restart_wait: float | None = None,
+    stall_timeout: float | None = None,
+    stream_interval: float | None = None,
 ) -> Launcher:
     """The launcher of an ``engine_isolation`` setting ("process" or "thread").
 
-    ``restart_wait`` and ``stall_timeout`` (``ProcessEngine.start``) apply to
-    engine processes; None keeps their defaults.
+    ``restart_wait``, ``stall_timeout`` and ``stream_interval``
+    (``ProcessEngine.start``) apply to engine processes; None keeps their defaults.
     """
     if isolation == "thread":
         return launch_in_thread
     if isolation != "process":
         raise ValueError(f"unknown engine isolation {isolation!r} (process or thread)")
-    settings = {"restart_wait": restart_wait, "stall_timeout": stall_timeout}
+    settings = {
+        "restart_wait": restart_wait,
+        "stall_timeout": stall_timeout,
+        "stream_interval": stream_interval,
+    }
     given: dict[str, Any] = {name: value for name, value in settings.items() if value is not None}
     if not given:
         return launch_in_process

@@ -157,6 +157,28 @@ def test_closing_the_stream_cancels_in_the_engine_process(sf_models: dict[str, P
     assert later == settled
 
 
+def test_tokens_wait_for_the_stream_interval(sf_models: dict[str, Path]) -> None:
+    """Held tokens share frames; a prompt and its first token, or an end, go at once."""
+
+    async def run(interval: float) -> tuple[Generation, int]:
+        engine = await start(sf_models, stream_interval=interval)
+        try:
+            prompt = chat_prompt(engine, "Hello there")
+            before = engine.stats()["engine_frames"]
+            run = await agenerate(engine, prompt, seed=5, max_tokens=40, logit_bias=NO_EOS)
+            return run, engine.stats()["engine_frames"] - before
+        finally:
+            await engine.close()
+
+    (each_step, step_frames), (held, held_frames) = (
+        asyncio.run(run(0.0)),
+        asyncio.run(run(3600)),
+    )
+    assert held.events == each_step.events
+    assert step_frames >= 40  # a frame per step, a token per step
+    assert held_frames == 2  # the prompt's evaluation with the first token; the rest with the end
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSEGV])
 def test_a_crash_ends_every_generation_and_the_engine_comes_back(
     sf_models: dict[str, Path], sig: signal.Signals

@@ -4,10 +4,17 @@ It loads one ``LlamaEngine`` and serves it to the server that started it, over t
 sockets it inherited (``wire.py``). Threads: the main thread loads the model and
 then waits for ``close``; a control thread reads requests (generate, cancel,
 close); the engine's worker thread runs the step loop and, after every step,
-sends every event of that step in one frame; a few call threads answer the
+sends the events of that step in one frame; a few call threads answer the
 blocking calls (tokenize, detokenize, tokenize_media); while generations are in
 flight, a heartbeat thread sends the worker's step count every period, so that
 the server can tell a live process from a stopped or wedged one (``watchdog.py``).
+
+A generation's tokens may wait up to the stream interval and go with the next
+steps' in one frame: at one stream on a small model a step takes a few
+milliseconds, and each frame costs the server a wake-up, a read and an SSE write.
+Every other event (a prompt evaluated, a generation's end, a refusal) sends the
+frame at once, with the tokens waiting; a first token comes in the step that
+evaluated its prompt, so it goes with ``PromptEvaluated``.
 
 It never outlives the server: when the control socket reaches end of file (the
 server exited, however it died) it exits at once, and on Linux the kernel also
@@ -30,7 +37,7 @@ import threading
 import time
 from typing import Any
 
-from jupyter_superfluid.engine.base import EngineEvent, GenerationFinished
+from jupyter_superfluid.engine.base import EngineEvent, GenerationFinished, TokenGenerated
 from jupyter_superfluid.engine.local.llama import LlamaEngine
 from jupyter_superfluid.engine.local.worker import Sequence
 from jupyter_superfluid.engine.process import wire
@@ -44,8 +51,9 @@ STATS_EVERY_S = 0.05
 class EngineServer:
     """Serves one loaded engine over the control socket and the call sockets."""
 
-    def __init__(self, control: socket.socket) -> None:
+    def __init__(self, control: socket.socket, stream_interval: float = 0.0) -> None:
         self.control = control
+        self.stream_interval = stream_interval
         self.engine: LlamaEngine | None = None
         self.ready = threading.Event()
         self.closing = threading.Event()
@@ -54,12 +62,14 @@ class EngineServer:
         self._working = threading.Event()  # set with the first of them
         self.steps = 0  # steps the worker finished (each ends in ``flush``)
         self._outbox: list[tuple[Any, ...]] = []
+        self._send_due = False  # the outbox holds an event that goes at once
+        self._sent_at = 0.0  # time.monotonic() of the last frame of events
         self._stats: dict[str, object] | None = None
         self._stats_due = True
         self._stats_at = 0.0
         self._lock = threading.Lock()  # the outbox and writes on the control socket
 
-    # -- events: buffered per step, one frame per step -------------------------
+    # -- events: buffered per step, one frame per step or per stream interval --
 
     def emitter(self, rid: int) -> Any:
         """The ``emit`` callback of generation ``rid`` (called on the worker thread)."""
@@ -69,6 +79,8 @@ class EngineServer:
             finished = isinstance(event, GenerationFinished)
             with self._lock:
                 self._outbox.append(item)
+                if not isinstance(event, TokenGenerated):
+                    self._send_due = True
                 if finished:
                     self._live.discard(rid)
             if finished:
@@ -83,16 +95,20 @@ class EngineServer:
         self._stats_due = True
 
     def flush(self) -> None:
-        """Send what the last step produced, with the counters when they are due and moved.
+        """Send what the last steps produced, with the counters when they are due and moved.
 
-        Counters go with a generation's end, and otherwise at most every
-        ``STATS_EVERY_S`` (they cost more than a step's events).
+        Tokens alone wait while the last frame is younger than the stream
+        interval. Counters go with a generation's end, and otherwise at most
+        every ``STATS_EVERY_S`` (they cost more than a step's events).
         """
         with self._lock:
             self.steps += 1
+            now = time.monotonic()
+            if self._outbox and not self._send_due and now < self._sent_at + self.stream_interval:
+                return
+            self._send_due = False
             events, self._outbox = self._outbox, []
             stats = None
-            now = time.monotonic()
             if self.engine is not None and (self._stats_due or now >= self._stats_at):
                 stats = self.engine.stats()
                 self._stats_due, self._stats_at = False, now + STATS_EVERY_S
@@ -101,6 +117,7 @@ class EngineServer:
                 else:
                     self._stats = stats
             if events or stats:
+                self._sent_at = now
                 self._send(("ev", events, stats))
 
     def send(self, message: tuple[Any, ...]) -> None:
@@ -149,6 +166,7 @@ class EngineServer:
             with self._lock:
                 self._live.discard(rid)
                 self._outbox.append((rid, wire.REFUSED, wire.error_to_wire(err)))
+                self._send_due = True
             self.flush()
 
     def beat(self, period: float) -> None:
@@ -217,6 +235,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--control", type=int, required=True, help="control socket fd")
     parser.add_argument("--calls", default="", help="call socket fds, comma separated")
     parser.add_argument("--heartbeat", type=float, default=0.0, help="seconds; 0: none")
+    parser.add_argument(
+        "--stream-interval", type=float, default=0.0, help="seconds tokens may wait; 0: none"
+    )
     return parser.parse_args(argv)
 
 
@@ -229,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )
-    server = EngineServer(socket.socket(fileno=args.control))
+    server = EngineServer(socket.socket(fileno=args.control), args.stream_interval)
     calls = [socket.socket(fileno=int(fd)) for fd in args.calls.split(",") if fd]
     try:
         _tag, model_id, path, options = wire.receive(server.control)

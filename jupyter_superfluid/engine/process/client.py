@@ -34,7 +34,11 @@ from jupyter_superfluid.engine.base import (
 )
 from jupyter_superfluid.engine.process import wire
 from jupyter_superfluid.engine.process.spawn import ChannelLost
-from jupyter_superfluid.engine.process.supervisor import RESTART_WAIT_S, Supervisor
+from jupyter_superfluid.engine.process.supervisor import (
+    RESTART_WAIT_S,
+    STREAM_INTERVAL_S,
+    Supervisor,
+)
 from jupyter_superfluid.engine.process.watchdog import STALL_TIMEOUT_S, Watch
 
 
@@ -55,16 +59,24 @@ class ProcessEngine:
         restart_wait: float = RESTART_WAIT_S,
         stall_timeout: float = STALL_TIMEOUT_S,
         heartbeat: float | None = None,
+        stream_interval: float = STREAM_INTERVAL_S,
         **options: Any,
     ) -> ProcessEngine:
         """Start the engine process and load the model there; raises what the load raised.
 
         ``stall_timeout``: seconds without progress before the process is killed
-        (0: never); ``heartbeat``: seconds between its heartbeats (None: derived).
+        (0: never); ``heartbeat``: seconds between its heartbeats (None: derived);
+        ``stream_interval``: seconds a generation's tokens after its first may wait
+        to go to the server together (0: each step's at once).
         """
         watch = Watch(stall_timeout, heartbeat)
         supervisor = Supervisor(
-            model_id, Path(path), options, restart_wait=restart_wait, watch=watch
+            model_id,
+            Path(path),
+            options,
+            restart_wait=restart_wait,
+            watch=watch,
+            stream_interval=stream_interval,
         )
         await supervisor.start()
         return cls(supervisor)

@@ -135,16 +135,24 @@ class EngineProcess:
 
     @classmethod
     async def spawn(
-        cls, model_id: str, path: Path, options: dict[str, Any], watch: Watch = DEFAULT_WATCH
+        cls,
+        model_id: str,
+        path: Path,
+        options: dict[str, Any],
+        watch: Watch = DEFAULT_WATCH,
+        stream_interval: float = 0.0,
     ) -> EngineProcess:
-        """Start a process that loads ``path``; it once ready. Raises what the load raised."""
+        """Start a process that loads ``path``; it once ready. Raises what the load raised.
+
+        ``stream_interval``: seconds a generation's tokens may wait to share a frame.
+        """
         loop = asyncio.get_running_loop()
         control, child_control = socket.socketpair()
         pairs = [socket.socketpair() for _ in range(CALL_CHANNELS)]
         fds = [child_control.fileno(), *(child.fileno() for _, child in pairs)]
         try:
             process = await asyncio.create_subprocess_exec(
-                *_command(fds, watch.beat),
+                *_command(fds, watch.beat, stream_interval),
                 pass_fds=fds,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
@@ -368,7 +376,7 @@ class EngineProcess:
 _CALL_NAMES = {"tok": "tokenize", "detok": "detokenize", "media": "tokenize_media"}
 
 
-def _command(fds: list[int], heartbeat: float) -> list[str]:
+def _command(fds: list[int], heartbeat: float, stream_interval: float) -> list[str]:
     control, *calls = fds
     return [
         sys.executable,
@@ -382,6 +390,8 @@ def _command(fds: list[int], heartbeat: float) -> list[str]:
         ",".join(map(str, calls)),
         "--heartbeat",
         str(heartbeat),
+        "--stream-interval",
+        str(stream_interval),
     ]
 
 

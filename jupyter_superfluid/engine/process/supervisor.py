@@ -29,6 +29,10 @@ from jupyter_superfluid.engine.process.watchdog import DEFAULT_WATCH, Watch
 log = logging.getLogger("jupyter_superfluid.engine.process")
 
 RESTART_WAIT_S = 30.0
+# A generation's tokens may wait this long to share a frame: under half of one
+# frame of a 60 Hz display, and it halves the server's CPU per token at one
+# stream of a small model (bench/README.md).
+STREAM_INTERVAL_S = 0.008
 STABLE_AFTER_S = 60.0
 FIRST_DELAY_S = 0.25
 MAX_DELAY_S = 30.0
@@ -50,12 +54,14 @@ class Supervisor:
         *,
         restart_wait: float = RESTART_WAIT_S,
         watch: Watch | None = None,
+        stream_interval: float = STREAM_INTERVAL_S,
     ) -> None:
         self.model_id = model_id
         self.path = path
         self.options = options
         self.restart_wait = restart_wait
         self.watch = watch or DEFAULT_WATCH
+        self.stream_interval = stream_interval
         self.current: EngineProcess | None = None
         self.info: ModelInfo | None = None
         self.state = "starting"  # ready | restarting | closed
@@ -78,7 +84,9 @@ class Supervisor:
         self._adopt(await self._spawn())
 
     async def _spawn(self) -> EngineProcess:
-        return await EngineProcess.spawn(self.model_id, self.path, self.options, self.watch)
+        return await EngineProcess.spawn(
+            self.model_id, self.path, self.options, self.watch, self.stream_interval
+        )
 
     def _adopt(self, process: EngineProcess) -> None:
         self.info = self.info or process.info
@@ -195,6 +203,7 @@ class Supervisor:
         return {
             **(current.stats if current is not None else {}),
             "engine_pid": current.pid if current is not None else None,
+            "engine_frames": current.frames if current is not None else 0,
             "engine_restarts": self.restarts,
             "engine_stalls": self.stalls,
             "engine_state": self.state,
