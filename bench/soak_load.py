@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
 import time
 from collections import Counter
@@ -37,6 +38,17 @@ MIX = (
 )
 SHARED_INSTRUCTIONS = INSTRUCTIONS + " " + "Keep to the facts and cite the cell. " * 12
 OUTPUT_TOKENS = 24
+# The engine's counters reported per window: what its work was, beside the rate.
+ENGINE_COUNTERS = (
+    "prompt_tokens_evaluated",
+    "tokens_generated",
+    "parked",
+    "restored",
+    "restored_from_disk",
+    "states_saved",
+    "ram_evicted",
+    "slots_dropped",
+)
 
 
 @dataclass
@@ -59,6 +71,8 @@ class SoakResult:
     done: list[int] = field(default_factory=list)  # per window
     prompts: list[int] = field(default_factory=list)  # input tokens of those requests, per window
     cpu: list[float] = field(default_factory=list)  # the server's CPU seconds, per window
+    engine: list[dict[str, int]] = field(default_factory=list)  # ENGINE_COUNTERS, per window
+    steal: list[float] = field(default_factory=list)  # stolen CPU s so far: start, window ends
     kinds: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
     first_error: str = ""
@@ -87,6 +101,10 @@ class SoakResult:
         """
         return [t / n if n else None for t, n in zip(self.prompts, self.done, strict=True)]
 
+    def stolen_per_window(self) -> list[float]:
+        """CPU seconds the host took from this virtual machine in each window (``steal``)."""
+        return [b - a for a, b in zip(self.steal, self.steal[1:], strict=False)]
+
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values (RSS thinned to at most 60 samples)."""
         step = max(1, len(self.rss) // 60)
@@ -98,6 +116,8 @@ class SoakResult:
             "cpu_ms_per_request": [
                 None if v is None else round(v, 2) for v in self.cpu_ms_per_request()
             ],
+            "engine_per_window": self.engine,
+            "steal_s_per_window": [round(v, 2) for v in self.stolen_per_window()],
             "kinds": dict(self.kinds),
             "errors": dict(self.errors),
             "first_error": self.first_error,
@@ -199,17 +219,53 @@ async def _lmsp(http: httpx.AsyncClient, server: Server, text: str, seed: int) -
 async def _sample(
     server: Server, out: SoakResult, started: float, window: float, stop: asyncio.Event
 ) -> None:
-    """The server's RSS every half second, its CPU time per window, until ``stop``."""
+    """The server's RSS every half second, its CPU time and engine counters per window."""
     cpu0 = server.cpu()
-    while not stop.is_set():
-        now = time.monotonic() - started
-        out.rss.append((now, server.rss()))
-        k = min(int(now / window), len(out.cpu) - 1)
-        cpu = server.cpu()
-        out.cpu[k] += cpu - cpu0
-        cpu0 = cpu
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), 0.5)
+    async with httpx.AsyncClient(timeout=60, trust_env=False) as http:
+        counted, at = await _engine_counters(http, server), 0
+        out.steal.append(steal_seconds())  # the start; windows are its differences
+        while not stop.is_set():
+            now = time.monotonic() - started
+            out.rss.append((now, server.rss()))
+            k = min(int(now / window), len(out.cpu) - 1)
+            cpu = server.cpu()
+            out.cpu[k] += cpu - cpu0
+            cpu0 = cpu
+            if k > at:  # a window ended: its counters
+                counted, at = await _engine_window(http, server, out, counted), k
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.5)
+        await _engine_window(http, server, out, counted)
+
+
+async def _engine_counters(http: httpx.AsyncClient, server: Server) -> dict[str, int]:
+    """The engine's ENGINE_COUNTERS now."""
+    stats = (await http.get(server.url + f"/v1/models/{MODEL_ID}")).json().get("superfluid", {})
+    return {name: int(stats.get(name) or 0) for name in ENGINE_COUNTERS}
+
+
+async def _engine_window(
+    http: httpx.AsyncClient, server: Server, out: SoakResult, before: dict[str, int]
+) -> dict[str, int]:
+    """Append the counters' growth since ``before`` as the next window's; the counters now."""
+    now = await _engine_counters(http, server)
+    out.engine.append({name: now[name] - before[name] for name in ENGINE_COUNTERS})
+    out.steal.append(steal_seconds())
+    return now
+
+
+def steal_seconds() -> float:
+    """CPU seconds this virtual machine's CPUs were stolen by the host so far (0: not known).
+
+    A window's share of it (``SoakResult.steal``, as differences) shows when the machine,
+    not the server, ran slower.
+    """
+    try:
+        with open("/proc/stat") as stat:
+            fields = stat.readline().split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 async def soak(server: Server, tokenizer: Tokenizer, cfg: SoakConfig) -> SoakResult:

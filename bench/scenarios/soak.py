@@ -93,6 +93,7 @@ async def run(ctx: Context) -> Section:
     section.rows.append(_row(" ".join(NO_PARKING), plain, cfg.soak_baseline_seconds, windows))
     section.data = {"parking": parked.to_json(), "no_parking": plain.to_json()}
     _judge(section, parked, plain, cfg.soak_seconds, cfg.soak_baseline_seconds)
+    section.notes.append(_engine_note(parked))
     section.notes.append(
         "Mix: 35% continue a stored conversation, 15% start one, 25% one-off chat "
         "completions under shared instructions, 15% Responses with store false, 10% LMSP "
@@ -100,6 +101,20 @@ async def run(ctx: Context) -> Section:
         "engine process together."
     )
     return section
+
+
+def _engine_note(result: SoakResult) -> str:
+    """The engine's work per window of the run with parking."""
+    per = result.engine
+    lines = "; ".join(
+        f"{name.replace('_', ' ')} {' → '.join(str(w[name]) for w in per)}"
+        for name in (per[0] if per else {})
+    )
+    steal = " → ".join(f"{s:.1f}" for s in result.stolen_per_window()) or "-"
+    return (
+        f"The engine per window, with parking (its counters' growth): {lines}. CPU seconds"
+        f" the host took from this virtual machine per window (steal): {steal}."
+    )
 
 
 def _judge(
