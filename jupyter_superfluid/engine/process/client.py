@@ -2,8 +2,9 @@
 
 The layers above use it exactly as they would use ``LlamaEngine``; only plain
 values cross (``wire.py``). ``generate`` streams the events that the engine
-process sends once per engine step; the consumer gets every event that is ready
-each time it wakes. ``tokenize``, ``detokenize`` and ``tokenize_media`` block on a
+process sends once per engine step (a stream's tokens may wait up to the stream
+interval and come with the next steps'); the consumer gets every event that is
+ready each time it wakes. ``tokenize``, ``detokenize`` and ``tokenize_media`` block on a
 call channel (call them from worker threads, as the chat path does).
 
 When the engine process dies, every generation in flight ends at once with

@@ -3,8 +3,9 @@
 ``EngineProcess.spawn`` starts ``child.py`` with a control socket and a few call
 sockets (``wire.py``), sends it the model to load and waits until it is ready.
 The control socket is read by the event loop (an asyncio protocol): each frame
-holds every event of one engine step, dispatched to the generations in flight,
-whose consumers each wake once per frame. Calls (tokenize, ...) use the call
+holds the events of one engine step (of a few, when a stream's tokens waited for
+the stream interval), dispatched to the generations in flight, whose consumers
+each wake once per frame. Calls (tokenize, ...) use the call
 sockets from worker threads, one call per socket at a time.
 
 The process's stderr (its log, and a crash's last words: a fatal signal's

@@ -10,8 +10,9 @@ Control channel (one socket, read by the server's event loop):
 - server → engine: ``("load", model_id, path, options)``, ``("gen", rid, request)``,
   ``("cancel", rid)``, ``("close",)``.
 - engine → server: ``("ready", info, pid)``, ``("load_failed", error)``,
-  ``("ev", events, stats)``: every event of one worker step for every generation
-  in one frame, with the engine's counters when they changed, and
+  ``("ev", events, stats)``: the events of one worker step for every generation
+  in one frame (tokens may wait for the next steps' up to the stream interval,
+  ``child.py``), with the engine's counters when they changed, and
   ``("hb", steps)``: the heartbeat, with the worker's steps so far, sent every
   period while generations are in flight (``watchdog.py``).
 
