@@ -223,7 +223,7 @@ async def _sample(
     cpu0 = server.cpu()
     async with httpx.AsyncClient(timeout=60, trust_env=False) as http:
         counted, at = await _engine_counters(http, server), 0
-        out.steal.append(steal_seconds())  # the start; windows are its differences
+        out.steal.append(_steal_seconds())  # the start; windows are its differences
         while not stop.is_set():
             now = time.monotonic() - started
             out.rss.append((now, server.rss()))
@@ -250,11 +250,11 @@ async def _engine_window(
     """Append the counters' growth since ``before`` as the next window's; the counters now."""
     now = await _engine_counters(http, server)
     out.engine.append({name: now[name] - before[name] for name in ENGINE_COUNTERS})
-    out.steal.append(steal_seconds())
+    out.steal.append(_steal_seconds())
     return now
 
 
-def steal_seconds() -> float:
+def _steal_seconds() -> float:
     """CPU seconds this virtual machine's CPUs were stolen by the host so far (0: not known).
 
     A window's share of it (``SoakResult.steal``, as differences) shows when the machine,
