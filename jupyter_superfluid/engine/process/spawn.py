@@ -32,8 +32,6 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_superfluid.engine.base import (
-    EngineError,
-    EngineEvent,
     GenerateRequest,
     GenerationFinished,
     ModelInfo,
@@ -41,6 +39,7 @@ from jupyter_superfluid.engine.base import (
 )
 from jupyter_superfluid.engine.process import wire
 from jupyter_superfluid.engine.process.exits import exit_status, quoted_lines
+from jupyter_superfluid.engine.process.stream import Stream
 from jupyter_superfluid.engine.process.watchdog import DEFAULT_WATCH, Sample, Watch, Watchdog
 
 log = logging.getLogger("jupyter_superfluid.engine.process")
@@ -53,33 +52,6 @@ LOG_LINES_KEPT = 200
 
 class ChannelLost(Exception):
     """A call's channel broke: its engine process is gone."""
-
-
-class Stream:
-    """One generation's events as they arrive, for its one consumer."""
-
-    __slots__ = ("ended", "events", "tokens", "waiter")
-
-    def __init__(self) -> None:
-        self.events: deque[EngineEvent | EngineError] = deque()
-        self.tokens = 0  # TokenGenerated events so far
-        self.ended = False  # its last event came: the process owes it nothing more
-        self.waiter: asyncio.Future[None] | None = None
-
-    def push(self, event: EngineEvent | EngineError) -> None:
-        """Queue an event and wake the consumer (once per batch of pushes)."""
-        self.events.append(event)
-        waiter = self.waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    async def wait(self) -> None:
-        """Until something is queued."""
-        self.waiter = asyncio.get_running_loop().create_future()
-        try:
-            await self.waiter
-        finally:
-            self.waiter = None
 
 
 class _Control(asyncio.BufferedProtocol):
