@@ -1,12 +1,19 @@
 """A sustained mixed load: clients sending the requests a shared server really gets.
 
-Each client loops until the deadline over a seeded mix: continuing its own
-stored conversation (``previous_response_id``), starting a new stored one,
-one-off chat completions under shared instructions (a prefix that recurs),
-Responses with ``store: false``, and LMSP requests without ``store``. Only
-the stored conversations can ever be continued; everything else is what a
-cache should not keep. The load samples the server's resident memory while it
-runs and counts finished requests per time window.
+Each client repeats, until the deadline, a seeded cycle of the mix: continuing
+its own stored conversation (``previous_response_id``), starting a new stored
+one, one-off chat completions under shared instructions (a prefix that recurs),
+Responses with ``store: false``, and LMSP requests without ``store``. Only the
+stored conversations can ever be continued; everything else is what a cache
+should not keep. The load samples the server's resident memory while it runs
+and counts finished requests per time window.
+
+A cycle, not a random draw per request: every cycle of a client asks the same
+work (the same kinds, the same conversation lengths), so a later window asks
+what the first did and only the states piling up differ. Drawn per request, the
+windows' mean input grew from about 185 tokens in the first to 203-223 in the
+second (conversations start short, and a few grew long), and the CPU time per
+request followed it.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ MIX = (
     ("unstored", 15),  # Responses with store false: a one-off
     ("lmsp", 10),  # LMSP without store: a one-off
 )
+CYCLE = 20  # requests in a client's cycle: MIX's weights in twentieths
 SHARED_INSTRUCTIONS = INSTRUCTIONS + " " + "Keep to the facts and cite the cell. " * 12
 OUTPUT_TOKENS = 24
 # The engine's counters reported per window: what its work was, beside the rate.
@@ -60,8 +68,19 @@ class SoakConfig:
     windows: int = 4  # throughput is reported per window (e.g. per minute of 4)
     user_tokens: int = 48  # a new user message
     opening_tokens: int = 160  # the first message of a new conversation
-    history_cap: int = 1200  # a conversation this long is replaced by a new one
     seed: int = 0
+
+
+def cycle(rng: random.Random) -> list[str]:
+    """One client's cycle of request kinds: MIX's weights, opening with a new conversation.
+
+    Opening with ``new`` makes every cycle alike from the first: each continues only
+    conversations it started, so their lengths are the same in every repeat.
+    """
+    kinds = [kind for kind, weight in MIX for _ in range(weight * CYCLE // 100)]
+    kinds.remove("new")
+    rng.shuffle(kinds)
+    return ["new", *kinds]
 
 
 @dataclass
@@ -94,11 +113,7 @@ class SoakResult:
         return [1000 * c / n if n else None for c, n in zip(self.cpu, self.done, strict=True)]
 
     def prompt_tokens_per_request(self) -> list[float | None]:
-        """The mean input tokens of the requests finished in each window: what each asked.
-
-        Conversations start short and grow to ``history_cap``, so the first window's
-        continued turns carry less history than a later window's.
-        """
+        """The mean input tokens of the requests finished in each window: what each asked."""
         return [t / n if n else None for t, n in zip(self.prompts, self.done, strict=True)]
 
     def stolen_per_window(self) -> list[float]:
@@ -136,9 +151,9 @@ class _Client:
         self.n = n
         self.cfg = cfg
         self.tokenizer = tokenizer
-        self.rng = random.Random(cfg.seed * 1000 + n)
+        self.kinds = cycle(random.Random(cfg.seed * 1000 + n))
+        self.picked = 0
         self.previous: str | None = None
-        self.history = 0
         self.turn = 0
 
     def text(self, tokens: int) -> str:
@@ -147,9 +162,10 @@ class _Client:
         return self.tokenizer.text(tokens, seed=1_000_000 * (self.n + 1) + self.turn)
 
     def pick(self) -> str:
-        """The next kind of request."""
-        kind = self.rng.choices([k for k, _ in MIX], [w for _, w in MIX])[0]
-        if kind == "continue" and (self.previous is None or self.history > self.cfg.history_cap):
+        """The next kind of request: the cycle's, in turn."""
+        kind = self.kinds[self.picked % len(self.kinds)]
+        self.picked += 1
+        if kind == "continue" and self.previous is None:  # the opening failed
             kind = "new"
         return kind
 
@@ -182,7 +198,6 @@ class _Client:
         result = await stream_response(http, server.url + "/v1/responses", body)
         if kind in ("continue", "new") and result.response_id and result.status == "completed":
             self.previous = result.response_id
-            self.history = (result.input_tokens or 0) + (result.output_tokens or 0)
         return result
 
 

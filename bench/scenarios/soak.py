@@ -1,6 +1,6 @@
 """Scenario 9, a sustained mixed load: throughput and memory over time, with and without parking.
 
-``soak_clients`` clients send the mix of ``bench/soak_load.py`` (stored
+``soak_clients`` clients send the mix of ``bench/soak_load.py`` in repeated cycles (stored
 conversations continued, new ones started, one-off chat completions under
 shared instructions, ``store: false`` Responses, LMSP without ``store``) for
 ``soak_seconds`` against superfluid with its defaults (parking in host memory
@@ -97,8 +97,8 @@ async def run(ctx: Context) -> Section:
     section.notes.append(
         "Mix: 35% continue a stored conversation, 15% start one, 25% one-off chat "
         "completions under shared instructions, 15% Responses with store false, 10% LMSP "
-        "without store. Conversations restart past 1200 tokens. RSS: the server and its "
-        "engine process together."
+        "without store; each client repeats its own seeded cycle of 20 such requests, so "
+        "every window asks the same work. RSS: the server and its engine process together."
     )
     return section
 
