@@ -73,7 +73,7 @@ class BenchConfig:
     threads: int = field(default_factory=_threads)
     n_batch: int = 512
     reps: int = 3  # measured repetitions per point (after a warm-up)
-    warm_reps: int = 9  # warm turns per history length (the lone-turn target is a ratio of two)
+    warm_reps: int = 10  # warm turns per history length, even: the two sides alternate first
     # Decode rates vary ~10% run to run on 2 cores, and their targets sit at 1.0 x: the
     # streaming and throughput points take more samples than the TTFT points' ``reps``.
     rate_reps: int = 7

@@ -18,7 +18,9 @@ conversation resent:
 Repetitions alternate between superfluid and its baselines, so a burst of load
 from elsewhere on a shared machine hits both sides alike. A second superfluid that
 parks nothing (``--cache-ram 0 --cache-disk 0``) grows the same conversation and takes
-each warm turn right after the first, so the two are measured alike, side by side.
+each warm turn beside the first, so the two are measured alike, side by side; the two
+take turns at going first (the first after the baselines' turns, the second after it),
+which the lone-turn target compares.
 """
 
 from __future__ import annotations
@@ -80,7 +82,8 @@ async def _checkpoint(
 ) -> dict[str, list[StreamResult]]:
     """Measure one checkpoint, each superfluid repetition next to its baselines'.
 
-    Side by side, so a burst of load from elsewhere hits both sides alike. ``ops``
+    Side by side, so a burst of load from elsewhere hits both sides alike; the two
+    superfluid servers take turns at going first. ``ops``
     gets the KV operations of the two superfluid servers' measured turns.
     """
     server, plain, llama, cpp = servers
@@ -90,12 +93,13 @@ async def _checkpoint(
     for resident in (llama, cpp):  # its cache now holds this conversation
         if resident is not None:
             await chat_whole(http, resident, p.conv, "prime", max_tokens=1, seed=0)
+    pair = (("warm", server, p.conv), ("no_parking", plain, p.plain))
     for rep, user in enumerate(p.users):
-        previous = p.conv.response_id or ""
-        turn = sf_continue(http, server, previous, user, max_tokens=out, seed=rep)
-        t["warm"].append(await counted(http, server, ops["warm"], turn))
-        turn = sf_continue(http, plain, p.plain.response_id or "", user, max_tokens=out, seed=rep)
-        t["no_parking"].append(await counted(http, plain, ops["no_parking"], turn))
+        # Taking turns at going first: the first of the two follows the baselines' turns
+        # (their compute threads may still be spinning), the second follows the first.
+        for name, on, conv in pair if rep % 2 == 0 else pair[::-1]:
+            turn = sf_continue(http, on, conv.response_id or "", user, max_tokens=out, seed=rep)
+            t[name].append(await counted(http, on, ops[name], turn))
         for name, other in (("continued", llama), ("cpp_continued", cpp)):
             if other is not None:
                 t[name].append(
