@@ -11,9 +11,9 @@ and counts finished requests per time window.
 A cycle, not a random draw per request: every cycle of a client asks the same
 work (the same kinds, the same conversation lengths), so a later window asks
 what the first did and only the states piling up differ. Drawn per request, the
-windows' mean input grew from about 185 tokens in the first to 203-223 in the
-second (conversations start short, and a few grew long), and the CPU time per
-request followed it.
+windows' mean input was 182-191 tokens in the first and 210-223 in the second
+(conversations start short, and a few grew long), and the CPU time per request
+followed it.
 """
 
 from __future__ import annotations
